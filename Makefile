@@ -1,0 +1,52 @@
+# voicesvc: `make run` starts the service on the embedded defaults; `make test`
+# runs every test. Both install what is missing first.
+SHELL   := /bin/bash
+export PATH := /usr/local/go/bin:$(HOME)/go/bin:$(PATH)
+export CGO_ENABLED := 1
+GO      ?= go
+BIN     := bin/voicesvc
+ADDR    ?= 127.0.0.1:8080
+DB      ?= sqlite://./data/voicesvc.db
+
+.PHONY: deps build run test test-go test-e2e bench fuzz vet clean
+
+deps:
+	@bash scripts/deps.sh
+
+build: deps
+	$(GO) build -o $(BIN) ./cmd/voicesvc
+
+# Builds, makes (or reuses) a development workspace and key in ./data, prints
+# the key and a curl line, then serves in the foreground.
+run: build
+	@ADDR=$(ADDR) DB=$(DB) bash scripts/run.sh
+
+test: build test-go test-e2e
+
+test-go:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 12m ./...
+	$(GO) vet -tags nomp3 ./codec/... ./gateway/...
+	$(GO) test -count=1 -tags nomp3 -run 'NoMP3|Unsupported' ./codec/... ./gateway/...
+
+test-e2e: build
+	@if [ -f e2e/package.json ]; then \
+	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
+
+# The fixed benchmark suite against a server it starts on the embedded defaults.
+bench: build
+	$(BIN) bench suite --out bench/results/latest
+
+# Short fuzzing of every parser; seeds found are kept in testdata.
+fuzz:
+	@for t in $$(grep -rhoE '^func (Fuzz[A-Za-z0-9_]+)' --include='*_test.go' . | sed 's/func //'); do \
+	  pkg=$$(grep -rlE "^func $$t\(" --include='*_test.go' . | head -1 | xargs dirname); \
+	  echo "fuzz $$pkg $$t"; $(GO) test -run XXX -fuzz "^$$t$$" -fuzztime 20s $$pkg || exit 1; \
+	done
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin

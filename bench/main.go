@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Main is `voicesvc bench`: it parses args (without the program and
+// subcommand names), runs, writes the outputs and returns the exit code:
+// 0 done (even with request errors: they are results), 1 failed, 2 usage.
+//
+// `suite [flags]` and `compare A B` are accepted as words for --suite and
+// --compare A B.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 {
+		switch args[0] {
+		case "suite":
+			args = append([]string{"--suite"}, args[1:]...)
+		case "compare":
+			args = append([]string{"--compare"}, args[1:]...)
+		}
+	}
+	if a, b, ok := compareArgs(args); ok {
+		ra, err := ReadRun(a)
+		if err == nil {
+			var rb *Run
+			if rb, err = ReadRun(b); err == nil {
+				err = WriteCompare(stdout, ra, rb)
+			}
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	o, out, suite, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 2
+	}
+	if suite {
+		_, err := Suite(ctx, SuiteOptions{
+			BaseURL: o.BaseURL, APIKey: o.APIKey, Voice: o.Voice, Out: out,
+			ServerPID: o.ServerPID, Progress: o.Progress,
+		}, stdout)
+		if err != nil {
+			fmt.Fprintln(stderr, "bench:", err)
+			return 1
+		}
+		return 0
+	}
+	run, err := Execute(ctx, o)
+	if run == nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	run.Args = append([]string{"voicesvc", "bench"}, redact(args)...)
+	if werr := WriteOutputs(out, run, stdout); werr != nil {
+		fmt.Fprintln(stderr, "bench:", werr)
+		return 1
+	}
+	fmt.Fprintf(stderr, "bench: wrote %s\n", out)
+	if err != nil {
+		// Interrupted: what ran is written, but the run is incomplete.
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	return 0
+}
+
+// compareArgs recognises `--compare A B`, which takes two values.
+func compareArgs(args []string) (string, string, bool) {
+	for i, a := range args {
+		if a == "--compare" || a == "-compare" {
+			if i+2 < len(args) {
+				return args[i+1], args[i+2], true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// DefaultOut is the output directory of a run started at t.
+func DefaultOut(t time.Time) string {
+	return filepath.Join("bench", "results", t.UTC().Format("20060102-150405"))
+}
+
+func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) {
+	var o Options
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.BaseURL, "base", envOr("VOICESVC_BENCH_BASE", "http://127.0.0.1:8080"), "server base URL (env VOICESVC_BENCH_BASE); only this host is contacted")
+	fs.StringVar(&o.APIKey, "key", os.Getenv("VOICESVC_API_KEY"), "API key with scope tts and voices:read (env VOICESVC_API_KEY)")
+	scn := fs.String("scenario", "sse", "comma list of speak, sse, ws, compat")
+	fs.StringVar(&o.Voice, "voice", "", "voice id or alias (default: first ready voice of GET /voices)")
+	fs.StringVar(&o.Text, "text", DefaultText, "text of every request")
+	fs.StringVar(&o.Format, "format", "", "output format (default s16le; compat pcm; compat also wav, mp3)")
+	fs.IntVar(&o.SampleRate, "sample-rate", 24000, "sample rate for speak, sse, ws")
+	fs.IntVar(&o.Concurrency, "concurrency", 0, "closed loop: concurrent operations (ws: contexts); open loop: cap in flight (default 1; 256 with --rate)")
+	fs.Float64Var(&o.Rate, "rate", 0, "open loop: arrivals per second")
+	fs.DurationVar(&o.Duration, "duration", 0, "measured time per level (default 10s unless --requests)")
+	fs.IntVar(&o.Requests, "requests", 0, "measured operations per level")
+	fs.DurationVar(&o.Warmup, "warmup", 2*time.Second, "warm-up per level, excluded from figures")
+	fs.DurationVar(&o.Timeout, "timeout", 30*time.Second, "per-operation timeout")
+	fs.DurationVar(&o.MaxTime, "max-time", 5*time.Minute, "cap per level when only --requests bounds it")
+	fs.IntVar(&o.Contexts, "contexts", 4, "ws: contexts per session (at most 4)")
+	fs.StringVar(&o.TextMode, "ws-text", "sentence", "ws: sentence (whole text in task_start) or stream (word by word)")
+	fs.Float64Var(&o.TPS, "tps", 20, "ws stream: words per second, like a language model's tokens")
+	sweep := fs.String("sweep", "", "comma list of load levels, e.g. 1,16,64,256 (rates with --rate)")
+	fs.IntVar(&o.ServerPID, "server-pid", 0, "server pid for CPU/RSS from /proc (default: found by port on loopback, else /metrics)")
+	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
+	quiet := fs.Bool("quiet", false, "no live progress line")
+	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid")
+	if err := fs.Parse(args); err != nil {
+		return o, "", false, err
+	}
+	if fs.NArg() > 0 {
+		return o, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	o.Scenarios = splitList(*scn)
+	for _, s := range splitList(*sweep) {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 {
+			return o, "", false, fmt.Errorf("--sweep: bad level %q", s)
+		}
+		o.Sweep = append(o.Sweep, v)
+	}
+	if o.APIKey == "" {
+		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
+	}
+	if !*quiet {
+		o.Progress = stderr
+	}
+	if *out == "" {
+		*out = DefaultOut(time.Now())
+	}
+	return o, *out, *suite, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func envOr(k, d string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return d
+}
+
+// redact hides the API key in the command line recorded in the report.
+func redact(args []string) []string {
+	out := append([]string(nil), args...)
+	for i, a := range out {
+		switch {
+		case (a == "--key" || a == "-key") && i+1 < len(out):
+			out[i+1] = "***"
+		case strings.HasPrefix(a, "--key=") || strings.HasPrefix(a, "-key="):
+			out[i] = a[:strings.IndexByte(a, '=')+1] + "***"
+		}
+	}
+	return out
+}

@@ -1,0 +1,125 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Run is one invocation of the bench: what results.json holds.
+type Run struct {
+	Tool      string    `json:"tool"`
+	Version   int       `json:"version"`
+	StartedAt time.Time `json:"started_at"`
+	BaseURL   string    `json:"base_url"`
+	Engine    string    `json:"engine"`
+	Voice     string    `json:"voice"`
+	Host      HostInfo  `json:"host"`
+	Args      []string  `json:"args,omitempty"`
+	Results   []*Result `json:"results"`
+}
+
+// HostInfo describes the machine the bench ran on, which bounds what it can
+// measure (the client shares the cores with a local server).
+type HostInfo struct {
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	CPUs      int    `json:"cpus"`
+	GoVersion string `json:"go_version"`
+}
+
+// Result holds the figures of one scenario at one load level.
+type Result struct {
+	Scenario    string  `json:"scenario"`
+	Mode        string  `json:"mode"` // "closed" or "open"
+	Concurrency int     `json:"concurrency"`
+	Rate        float64 `json:"rate,omitempty"`     // arrivals per second, open loop
+	Contexts    int     `json:"contexts,omitempty"` // ws contexts per session
+	Sessions    int     `json:"sessions,omitempty"` // ws sessions
+	TextMode    string  `json:"text_mode,omitempty"`
+	TPS         float64 `json:"tokens_per_second,omitempty"`
+	Format      string  `json:"format"`
+	TextChars   int     `json:"text_chars"`
+
+	Warmup     float64 `json:"warmup_s"`
+	Elapsed    float64 `json:"elapsed_s"` // measured window incl. drain
+	Operations int     `json:"operations"`
+	OK         int     `json:"ok"`
+	ErrorCount int     `json:"error_count"`
+	// Errors counts failures by "status code" (HTTP), "sse:<code>",
+	// "ws:<code>", "client:<reason>".
+	Errors map[string]int `json:"errors"`
+
+	TTFB  Dist `json:"ttfb_ms"`
+	Total Dist `json:"total_ms"`
+	Gap   Dist `json:"gap_ms"` // sse and ws only
+
+	RTFp50       float64 `json:"rtf_p50"`
+	RTFAggregate float64 `json:"rtf_aggregate"`
+	AudioSeconds float64 `json:"audio_seconds"`
+	AudioPerSec  float64 `json:"audio_seconds_per_second"`
+	Throughput   float64 `json:"ops_per_second"`
+
+	Server ServerUsage `json:"server"`
+
+	// ttfbRaw keeps the TTFB samples for the plots; too bulky for JSON.
+	ttfbRaw []float64
+}
+
+// Load is the load level of a result in its own unit (concurrency or rate),
+// the x axis of sweep plots.
+func (r *Result) Load() float64 {
+	if r.Mode == "open" {
+		return r.Rate
+	}
+	return float64(r.Concurrency)
+}
+
+// LoadLabel names the load level for tables.
+func (r *Result) LoadLabel() string {
+	if r.Mode == "open" {
+		return fmt.Sprintf("%g/s", r.Rate)
+	}
+	if r.Scenario == "ws" {
+		return fmt.Sprintf("c=%d (%dx%d)", r.Concurrency, r.Sessions, r.Contexts)
+	}
+	return fmt.Sprintf("c=%d", r.Concurrency)
+}
+
+// ServerUsage is the server's resource use over the measured window.
+type ServerUsage struct {
+	Source     string  `json:"source"` // "proc", "metrics" or "none"
+	PID        int     `json:"pid,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CPUPercent float64 `json:"cpu_percent"` // of one core; 200 = two cores busy
+	RSSPeakMB  float64 `json:"rss_peak_mb"`
+	RSSMeanMB  float64 `json:"rss_mean_mb"`
+	Samples    int     `json:"samples"`
+}
+
+// WriteJSON writes the run as indented JSON to path.
+func (run *Run) WriteJSON(path string) error {
+	b, err := json.MarshalIndent(run, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadRun loads results.json, or DIR/results.json when path is a directory.
+func ReadRun(path string) (*Run, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, "results.json")
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var run Run
+	if err := json.Unmarshal(b, &run); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &run, nil
+}

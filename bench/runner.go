@@ -1,0 +1,219 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Options configure one bench invocation; Main fills them from flags.
+type Options struct {
+	BaseURL     string
+	APIKey      string
+	Voice       string // id or alias; "" = first ready voice
+	Text        string
+	Scenarios   []string // speak, sse, ws, compat
+	Format      string   // "" = the scenario default (s16le; compat pcm)
+	SampleRate  int
+	Concurrency int
+	Rate        float64 // > 0: open loop
+	Duration    time.Duration
+	Requests    int
+	Warmup      time.Duration
+	Timeout     time.Duration // per operation
+	MaxTime     time.Duration // cap when only Requests bounds a level
+	Contexts    int           // ws contexts per session
+	TextMode    string        // ws: sentence | stream
+	TPS         float64       // ws stream mode: words per second
+	Sweep       []float64     // load levels (concurrency, or rate in open loop)
+	ServerPID   int
+	Progress    io.Writer // live progress line; nil = none
+}
+
+// Scenarios the bench knows, in report order.
+var Scenarios = []string{"speak", "sse", "ws", "compat"}
+
+// DefaultText is two sentences, about two seconds of speech: several chunks
+// and a sentence boundary, yet short enough that a closed-loop worker against
+// a real-time paced engine completes several operations per level. An
+// operation longer than the measured window is never measured.
+const DefaultText = "Thanks for calling. How can I help you today?"
+
+func (o *Options) defaults() error {
+	if o.BaseURL == "" {
+		o.BaseURL = "http://127.0.0.1:8080"
+	}
+	o.BaseURL = strings.TrimRight(o.BaseURL, "/")
+	if !strings.HasPrefix(o.BaseURL, "http://") && !strings.HasPrefix(o.BaseURL, "https://") {
+		return fmt.Errorf("base URL %q must start with http:// or https://", o.BaseURL)
+	}
+	if o.Text == "" {
+		o.Text = DefaultText
+	}
+	if len(o.Scenarios) == 0 {
+		o.Scenarios = []string{"sse"}
+	}
+	for _, s := range o.Scenarios {
+		if !contains(Scenarios, s) {
+			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(Scenarios, ", "))
+		}
+	}
+	o.SampleRate = orInt(o.SampleRate, 24000)
+	if o.Concurrency == 0 && o.Rate > 0 {
+		// Open loop: concurrency only caps operations in flight.
+		o.Concurrency = 256
+	}
+	o.Concurrency = orInt(o.Concurrency, 1)
+	o.Contexts = min(orInt(o.Contexts, 4), 4)
+	if o.Duration <= 0 && o.Requests <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = 30 * time.Second
+	}
+	if o.MaxTime <= 0 {
+		o.MaxTime = 5 * time.Minute
+	}
+	if o.TextMode == "" {
+		o.TextMode = "sentence"
+	}
+	if o.TextMode != "sentence" && o.TextMode != "stream" {
+		return fmt.Errorf("ws text mode %q: want sentence or stream", o.TextMode)
+	}
+	if o.TPS <= 0 {
+		o.TPS = 20
+	}
+	if o.Concurrency < 1 || o.Rate < 0 || o.Warmup < 0 {
+		return fmt.Errorf("concurrency must be >= 1, rate and warmup >= 0")
+	}
+	return nil
+}
+
+func orInt(v, d int) int {
+	if v == 0 {
+		return d
+	}
+	return v
+}
+
+func contains(xs []string, s string) bool {
+	for _, x := range xs {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Execute runs every scenario at every load level and returns the run; it
+// does not write files (see WriteOutputs).
+func Execute(ctx context.Context, o Options) (*Run, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	levels := o.Sweep
+	if len(levels) == 0 {
+		levels = []float64{float64(o.Concurrency)}
+		if o.Rate > 0 {
+			levels = []float64{o.Rate}
+		}
+	}
+	maxConns := o.Concurrency
+	for _, l := range levels {
+		maxConns = max(maxConns, int(l))
+	}
+	t := &target{
+		base: o.BaseURL, apiRoot: o.BaseURL + apiPath, key: o.APIKey,
+		client: newHTTPClient(maxConns), text: o.Text, sampleRate: o.SampleRate,
+	}
+	defer t.client.CloseIdleConnections()
+	run := &Run{
+		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
+		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+	}
+	run.Engine = t.engineName(ctx)
+	if err := t.resolveVoice(ctx, o.Voice); err != nil {
+		return nil, err
+	}
+	run.Voice = t.voiceRef
+	usage := t.pickUsageSource(ctx, o.ServerPID)
+	for _, name := range o.Scenarios {
+		for _, level := range levels {
+			if ctx.Err() != nil {
+				return run, ctx.Err()
+			}
+			res, err := runLevel(ctx, o, t, usage, name, level)
+			if err != nil {
+				return run, err
+			}
+			run.Results = append(run.Results, res)
+		}
+	}
+	return run, nil
+}
+
+// runLevel runs one scenario at one load level.
+func runLevel(ctx context.Context, o Options, base *target, usage usageSource, name string, level float64) (*Result, error) {
+	t := *base
+	t.format = o.Format
+	if t.format == "" {
+		t.format = "s16le"
+		if name == "compat" {
+			t.format = "pcm"
+		}
+	}
+	spec := loadSpec{
+		concurrency: o.Concurrency, rate: o.Rate, duration: o.Duration, requests: o.Requests,
+		warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime,
+	}
+	if o.Rate > 0 {
+		spec.rate = level
+	} else {
+		spec.concurrency = max(1, int(level))
+	}
+	res := &Result{
+		Scenario: name, Mode: "closed", Concurrency: spec.concurrency, Format: t.format,
+		TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(),
+	}
+	if spec.rate > 0 {
+		res.Mode, res.Rate = "open", spec.rate
+	}
+	var sc scenario
+	switch name {
+	case "speak":
+		sc = &speakScenario{t: &t}
+	case "sse":
+		sc = &sseScenario{t: &t}
+	case "compat":
+		sc = &compatScenario{t: &t}
+	case "ws":
+		ws := newWSScenario(&t, o.Contexts, o.TextMode == "stream", o.TPS)
+		sc = ws
+		res.Contexts = ws.contexts
+		res.Sessions = (spec.concurrency + ws.contexts - 1) / ws.contexts
+		res.TextMode = o.TextMode
+		if ws.stream {
+			res.TPS = o.TPS
+		}
+	}
+	if err := sc.open(ctx, spec.concurrency); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	mon := startUsage(ctx, usage, time.Now().Add(spec.warmup))
+	rec := drive(ctx, sc, spec, fmt.Sprintf("[%s %s]", name, res.LoadLabel()), o.Progress)
+	res.Server = mon.finish()
+	sc.close()
+	rec.fill(res)
+	if ws, ok := sc.(*wsScenario); ok {
+		ws.strayMu.Lock()
+		for k, v := range ws.stray {
+			res.Errors[k] += v
+			res.ErrorCount += v
+		}
+		ws.strayMu.Unlock()
+	}
+	return res, nil
+}

@@ -1,0 +1,78 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+)
+
+// SuiteOptions configure Suite; zero values take the documented defaults.
+type SuiteOptions struct {
+	BaseURL   string
+	APIKey    string
+	Voice     string
+	Out       string // default bench/results/suite-<timestamp>
+	ServerPID int
+	Levels    []int         // default 1, 16, 64, 256
+	Duration  time.Duration // measured per level, default 8s
+	Warmup    time.Duration // per level, default 1s; negative = none
+	Progress  io.Writer
+}
+
+// SuiteText is about one second of speech: under a real-time paced engine an
+// operation lasts as long as its audio, so a short utterance gives each level
+// many TTFB samples within the suite's time budget.
+const SuiteText = "Hello, how can I help?"
+
+// Suite is the fixed benchmark `make bench` runs: for each transport (speak,
+// sse, ws with whole sentences, compat pcm) at concurrency 1, 16, 64 and 256,
+// closed loop, 1 s warm-up and 8 s measured per level, s16le at 24 kHz, the
+// one-second SuiteText, operation timeout 8 s. 16 levels of about 10-11 s
+// each (17 s at worst, when every operation times out) keep one engine near 3
+// minutes and under 5. ws concurrency counts contexts, 4 per session (64
+// sessions at 256). The server's workspace must allow it: billing off,
+// concurrency >= 256, rps 0, sessions >= 64 (`voicesvc admin workspace
+// update`).
+//
+// It writes results.json, report.md and plots into Out, prints the table to
+// stdout and returns the run.
+func Suite(ctx context.Context, so SuiteOptions, stdout io.Writer) (*Run, error) {
+	if len(so.Levels) == 0 {
+		so.Levels = []int{1, 16, 64, 256}
+	}
+	if so.Duration <= 0 {
+		so.Duration = 8 * time.Second
+	}
+	switch {
+	case so.Warmup == 0:
+		so.Warmup = time.Second
+	case so.Warmup < 0:
+		so.Warmup = 0
+	}
+	if so.Out == "" {
+		so.Out = filepath.Join("bench", "results", "suite-"+time.Now().UTC().Format("20060102-150405"))
+	}
+	o := Options{
+		BaseURL: so.BaseURL, APIKey: so.APIKey, Voice: so.Voice, Text: SuiteText,
+		Scenarios: Scenarios, SampleRate: 24000, Duration: so.Duration, Warmup: so.Warmup,
+		Timeout: 8 * time.Second, Contexts: 4, TextMode: "sentence",
+		ServerPID: so.ServerPID, Progress: so.Progress,
+	}
+	for _, l := range so.Levels {
+		o.Sweep = append(o.Sweep, float64(l))
+	}
+	run, err := Execute(ctx, o)
+	if run == nil {
+		return nil, err
+	}
+	run.Args = []string{"voicesvc", "bench", "--suite"}
+	if werr := WriteOutputs(so.Out, run, stdout); werr != nil {
+		return run, werr
+	}
+	if err != nil {
+		return run, fmt.Errorf("suite incomplete: %w", err)
+	}
+	return run, nil
+}

@@ -1,0 +1,238 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"voicesvc/control"
+)
+
+// adminCommand is one `voicesvc admin <noun> <verb>`: it defines its flags on
+// fs and returns what runs once they are parsed and the store is open. The
+// result is printed as one JSON object on stdout.
+type adminCommand func(fs *flag.FlagSet) func(ctx context.Context, store control.Store) (any, error)
+
+var adminCommands = map[string]adminCommand{
+	"workspace create": adminWorkspaceCreate,
+	"workspace update": adminWorkspaceUpdate,
+	"key create":       adminKeyCreate,
+	"key revoke":       adminKeyRevoke,
+}
+
+func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) < 2 {
+		fmt.Fprintln(stderr, "usage: voicesvc admin workspace create|update ... | key create|revoke ... [--db URL]")
+		return 2
+	}
+	name := args[0] + " " + args[1]
+	cmd, ok := adminCommands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "voicesvc admin: unknown command %q\n", name)
+		return 2
+	}
+	fs := flag.NewFlagSet("voicesvc admin "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	db := fs.String("db", "", "store URL (sqlite://PATH or postgres://...); env VOICESVC_DB")
+	exec := cmd(fs)
+	if err := fs.Parse(args[2:]); err != nil {
+		return 2
+	}
+	store, err := openStore(ctx, dbURL(*db))
+	if err != nil {
+		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
+		return 1
+	}
+	defer store.Close()
+	out, err := exec(ctx, store)
+	if err != nil {
+		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(out); err != nil {
+		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
+		return 1
+	}
+	return 0
+}
+
+type workspaceJSON struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Plan        string `json:"plan"`
+	Billing     string `json:"billing,omitempty"`
+	Streaming   bool   `json:"streaming"`
+	Allowance   int64  `json:"allowance"`
+	Credits     int64  `json:"credits"`
+	Used        int64  `json:"used"`
+	Concurrency int    `json:"concurrency"`
+	RPS         int    `json:"rps"`
+	Sessions    int    `json:"sessions"`
+}
+
+func adminWorkspaceCreate(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	name := fs.String("name", "", "workspace name (required)")
+	plan := fs.String("plan", "free", "free|starter|pro|enterprise")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if strings.TrimSpace(*name) == "" {
+			return nil, errors.New("--name is required")
+		}
+		if _, ok := control.Plans[*plan]; !ok {
+			return nil, fmt.Errorf("--plan %q: want free, starter, pro or enterprise", *plan)
+		}
+		w := &control.Workspace{ID: control.NewID(), Name: *name, Plan: *plan}
+		if err := store.CreateWorkspace(ctx, w); err != nil {
+			return nil, err
+		}
+		return map[string]string{"id": w.ID, "name": w.Name, "plan": w.Plan}, nil
+	}
+}
+
+func adminWorkspaceUpdate(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	id := fs.String("id", "", "workspace id (required)")
+	var upd control.WorkspaceUpdate
+	fs.Func("plan", "free|starter|pro|enterprise", func(v string) error {
+		if _, ok := control.Plans[v]; !ok {
+			return fmt.Errorf("unknown plan %q", v)
+		}
+		upd.Plan = &v
+		return nil
+	})
+	fs.Func("billing", "off|meter|enforce", func(v string) error {
+		if !control.ValidBilling(v) {
+			return fmt.Errorf("want off, meter or enforce")
+		}
+		upd.Billing = &v
+		return nil
+	})
+	fs.Func("streaming", "true|false", func(v string) error {
+		b, err := strconv.ParseBool(v)
+		upd.Streaming = &b
+		return err
+	})
+	fs.Func("allowance", "monthly characters", int64Flag(&upd.Allowance))
+	fs.Func("credits", "prepaid character balance", int64Flag(&upd.Credits))
+	fs.Func("used", "this month's used characters", int64Flag(&upd.Used))
+	fs.Func("concurrency", "concurrent streams", intFlag(&upd.Concurrency))
+	fs.Func("rps", "requests per second (0 = no limit)", intFlag(&upd.RPS))
+	fs.Func("sessions", "open realtime sessions", intFlag(&upd.Sessions))
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *id == "" {
+			return nil, errors.New("--id is required")
+		}
+		w, err := store.UpdateWorkspace(ctx, *id, upd)
+		if err != nil {
+			return nil, err
+		}
+		lim := w.Limits(control.BillingEnforce)
+		bal, err := store.Balance(ctx, w.ID, control.Month(time.Now()), lim.MonthlyChars)
+		if err != nil {
+			return nil, err
+		}
+		return workspaceJSON{ID: w.ID, Name: w.Name, Plan: w.Plan, Billing: w.Billing,
+			Streaming: lim.Streaming, Allowance: lim.MonthlyChars, Credits: bal.Credits, Used: bal.Used,
+			Concurrency: lim.Concurrency, RPS: lim.RPS, Sessions: lim.Sessions}, nil
+	}
+}
+
+func adminKeyCreate(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	ws := fs.String("workspace", "", "workspace id (required)")
+	scopes := fs.String("scopes", "", "comma-separated: tts,voices:read,voices:write,clone (default all)")
+	expiresIn := fs.Duration("expires-in", 0, "lifetime, e.g. 90s or 2h (default: no expiry)")
+	legacy := fs.Bool("legacy", false, "all scopes, no expiry (a key from before scopes)")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *ws == "" {
+			return nil, errors.New("--workspace is required")
+		}
+		if *expiresIn < 0 {
+			return nil, errors.New("--expires-in must be positive")
+		}
+		k := &control.APIKey{ID: control.NewID(), WorkspaceID: *ws, Scopes: control.AllScopes,
+			Legacy: *legacy, CreatedAt: control.NowMS()}
+		if *scopes != "" && !*legacy {
+			list, err := parseScopes(*scopes)
+			if err != nil {
+				return nil, err
+			}
+			k.Scopes = list
+		}
+		if *expiresIn > 0 && !*legacy {
+			k.ExpiresAt = time.Now().Add(*expiresIn).UnixMilli()
+		}
+		if _, err := store.GetWorkspace(ctx, *ws); err != nil {
+			return nil, err
+		}
+		secret, hash := control.NewAPIKeySecret()
+		k.Hash = hash
+		if err := store.CreateAPIKey(ctx, k); err != nil {
+			return nil, err
+		}
+		var expires any // JSON null for keys that never expire
+		if k.ExpiresAt > 0 {
+			expires = k.ExpiresAt
+		}
+		return map[string]any{"id": k.ID, "key": secret, "scopes": k.Scopes, "expires_at": expires}, nil
+	}
+}
+
+func adminKeyRevoke(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	id := fs.String("id", "", "key id (required)")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *id == "" {
+			return nil, errors.New("--id is required")
+		}
+		k, err := store.RevokeAPIKey(ctx, *id, control.NowMS())
+		if err != nil {
+			return nil, err
+		}
+		return map[string]any{"id": k.ID, "revoked_at": k.RevokedAt}, nil
+	}
+}
+
+func parseScopes(s string) ([]string, error) {
+	var out []string
+	seen := map[string]bool{}
+	for _, sc := range strings.Split(s, ",") {
+		sc = strings.TrimSpace(sc)
+		valid := false
+		for _, known := range control.AllScopes {
+			valid = valid || sc == known
+		}
+		if !valid {
+			return nil, fmt.Errorf("unknown scope %q", sc)
+		}
+		if !seen[sc] {
+			seen[sc] = true
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+func int64Flag(dst **int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer")
+		}
+		*dst = &n
+		return nil
+	}
+}
+
+func intFlag(dst **int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a non-negative integer")
+		}
+		*dst = &n
+		return nil
+	}
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"time"
+
+	"voicesvc/control"
+)
+
+// serveConfig is every setting of `voicesvc serve`. Each flag falls back to
+// an environment variable, and everything is validated before anything starts.
+type serveConfig struct {
+	Addr    string
+	DB      string
+	BaseURL string
+	Billing string
+
+	Engine        string  // espeak | reference
+	Workers       int     // engine worker processes (0: in-process, one worker)
+	QueueDepth    int     // sentences waiting for a worker before upstream_busy
+	ReferenceRTF  float64 // reference engine pacing: 1 = real time, 0 = as fast as possible
+	MediaDir      string  // where clone previews are written and served from
+	IdleTimeout   time.Duration
+	ShutdownGrace time.Duration
+	LogLevel      string
+}
+
+func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("voicesvc serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port); env VOICESVC_ADDR")
+	fs.StringVar(&c.DB, "db", defaultDB, "store: sqlite://PATH or postgres://...; env VOICESVC_DB")
+	fs.StringVar(&c.BaseURL, "base-url", "", "public base URL (for audio URLs); env VOICESVC_BASE_URL")
+	fs.StringVar(&c.Billing, "billing", control.BillingEnforce, "default billing mode: off|meter|enforce; env VOICESVC_BILLING")
+	fs.StringVar(&c.Engine, "engine", "espeak", "speech engine: espeak | reference (a tone, for measuring the gateway); env VOICESVC_ENGINE")
+	fs.IntVar(&c.Workers, "engine-workers", runtime.NumCPU(), "engine worker subprocesses (0 = one in-process worker); env VOICESVC_ENGINE_WORKERS")
+	fs.IntVar(&c.QueueDepth, "engine-queue", 4096, "synthesis requests admitted to the engine at once (running or waiting) before 503 upstream_busy; env VOICESVC_ENGINE_QUEUE")
+	fs.Float64Var(&c.ReferenceRTF, "reference-rtf", 1, "reference engine pacing (1 = real time, 0 = unpaced); env VOICESVC_REFERENCE_RTF")
+	fs.StringVar(&c.MediaDir, "media-dir", "./data/media", "directory for clone previews, served under /media/ (empty = off); env VOICESVC_MEDIA_DIR")
+	fs.DurationVar(&c.IdleTimeout, "ws-idle-timeout", 600*time.Second, "realtime session idle timeout; env VOICESVC_WS_IDLE_TIMEOUT")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long in-flight work may finish on SIGTERM")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if err := applyEnv(fs, serveEnv); err != nil {
+		return c, err
+	}
+	return c, c.validate()
+}
+
+// serveEnv names the environment fallback of each flag.
+var serveEnv = map[string]string{
+	"addr": "VOICESVC_ADDR", "db": "VOICESVC_DB", "base-url": "VOICESVC_BASE_URL",
+	"billing": "VOICESVC_BILLING", "engine": "VOICESVC_ENGINE",
+	"engine-workers": "VOICESVC_ENGINE_WORKERS", "engine-queue": "VOICESVC_ENGINE_QUEUE",
+	"reference-rtf": "VOICESVC_REFERENCE_RTF", "media-dir": "VOICESVC_MEDIA_DIR",
+	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
+	"log-level": "VOICESVC_LOG_LEVEL",
+}
+
+// applyEnv sets every flag not given on the command line from its
+// environment variable, through the flag's own parser, so a bad value in the
+// environment is an error at start just like a bad flag.
+func applyEnv(fs *flag.FlagSet, vars map[string]string) error {
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	for name, variable := range vars {
+		v, ok := os.LookupEnv(variable)
+		if !ok || given[name] {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("%s=%q: %v", variable, v, err)
+		}
+	}
+	return nil
+}
+
+func (c serveConfig) validate() error {
+	switch {
+	case !control.ValidBilling(c.Billing):
+		return fmt.Errorf("--billing %q: want off, meter or enforce", c.Billing)
+	case c.Engine != "espeak" && c.Engine != "reference":
+		return fmt.Errorf("--engine %q: want espeak or reference", c.Engine)
+	case c.Workers < 0 || c.Workers > 256:
+		return fmt.Errorf("--engine-workers %d: want 0-256", c.Workers)
+	case c.QueueDepth < 1:
+		return fmt.Errorf("--engine-queue %d: want at least 1", c.QueueDepth)
+	case c.ReferenceRTF < 0:
+		return fmt.Errorf("--reference-rtf %g: want 0 or more", c.ReferenceRTF)
+	case c.IdleTimeout <= 0:
+		return fmt.Errorf("--ws-idle-timeout must be positive")
+	}
+	return nil
+}

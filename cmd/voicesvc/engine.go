@@ -1,0 +1,69 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+
+	"voicesvc/engine"
+	"voicesvc/engine/espeak"
+	"voicesvc/engine/reference"
+	"voicesvc/engine/worker"
+)
+
+// newEngine builds the engine the server synthesizes with, and what stops it.
+//
+// espeak-ng keeps global state and renders one sentence at a time per
+// process, so parallelism comes from worker subprocesses (`voicesvc
+// engine-worker`) behind the pool; with --engine-workers 0 one in-process
+// worker serves. The reference engine costs nothing and is safe for
+// concurrent use: it runs without the pool, so its pacing never holds a
+// worker and what is measured is the gateway alone.
+func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), error) {
+	switch cfg.Engine {
+	case "reference":
+		return reference.New(reference.Options{RTF: cfg.ReferenceRTF}), func() {}, nil
+	case "espeak":
+		local, err := espeak.New()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth}
+		if cfg.Workers > 0 {
+			self, err := os.Executable()
+			if err != nil {
+				return nil, nil, err
+			}
+			opts.Workers = cfg.Workers
+			opts.NewWorker = func(i int) (engine.Worker, error) {
+				cmd := exec.Command(self, "engine-worker")
+				cmd.Stderr = os.Stderr
+				logger.Debug("engine worker starting", "worker", i)
+				return worker.Start(cmd)
+			}
+		}
+		pool, err := engine.NewPool(opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		return pool, func() { pool.Close() }, nil
+	}
+	return nil, nil, fmt.Errorf("unknown engine %q", cfg.Engine)
+}
+
+// runEngineWorker is the child side of a pool worker subprocess: requests on
+// stdin, audio on stdout, until stdin closes.
+func runEngineWorker(stdin io.Reader, stdout, stderr io.Writer) int {
+	e, err := espeak.New()
+	if err != nil {
+		fmt.Fprintf(stderr, "voicesvc engine-worker: %v\n", err)
+		return 1
+	}
+	if err := worker.Serve(stdin, stdout, e); err != nil {
+		fmt.Fprintf(stderr, "voicesvc engine-worker: %v\n", err)
+		return 1
+	}
+	return 0
+}

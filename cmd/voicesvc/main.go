@@ -1,0 +1,52 @@
+// Command voicesvc is the text-to-speech service: `serve` runs the API,
+// `admin` manages workspaces and keys on the same store, `engine-worker` is
+// a synthesis subprocess of the engine pool, and `bench` measures a server.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+const usage = `usage: voicesvc <command> [flags]
+
+commands:
+  serve           run the API server
+  admin           manage workspaces and API keys (JSON on stdout)
+  engine-worker   a synthesis worker subprocess (started by serve)
+  bench           load-test a running server and write a report
+`
+
+// run dispatches a command and returns the process exit code.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return runServe(ctx, args[1:], stderr)
+	case "admin":
+		return runAdmin(ctx, args[1:], stdout, stderr)
+	case "engine-worker":
+		return runEngineWorker(stdin, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args[1:], stdout, stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "voicesvc: unknown command %q\n%s", args[0], usage)
+	return 2
+}

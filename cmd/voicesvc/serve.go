@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"voicesvc/cloning"
+	"voicesvc/control"
+	"voicesvc/control/postgres"
+	"voicesvc/gateway"
+)
+
+func runServe(ctx context.Context, args []string, stderr io.Writer) int {
+	cfg, err := parseServeConfig(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "voicesvc serve: %v\n", err)
+		return 2
+	}
+	logger := newLogger(stderr, cfg.LogLevel)
+	if err := serve(ctx, cfg, logger, stderr); err != nil {
+		logger.Error("voicesvc stopped", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// serve wires the concrete store, engine, limiter and meter into the gateway
+// and runs until ctx ends, then shuts down gracefully.
+func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.Writer) error {
+	store, err := openStore(ctx, cfg.DB)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	defer store.Close()
+
+	eng, closeEngine, err := newEngine(cfg, logger)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	defer closeEngine()
+
+	if err := gateway.SeedCatalog(ctx, store, eng); err != nil {
+		return fmt.Errorf("catalog: %w", err)
+	}
+
+	limiter, closeLimiter := newLimiter(store)
+	defer closeLimiter()
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	baseURL := cfg.BaseURL
+	if baseURL == "" {
+		baseURL = "http://" + ln.Addr().String()
+	}
+
+	// Clone jobs run in this process; with Postgres, every server claims
+	// from the same queue.
+	runner := cloning.New(store, eng, cloning.FromEnv(cloning.Options{
+		MediaDir: cfg.MediaDir, BaseURL: baseURL, Logger: logger}))
+	runner.Start(ctx)
+	defer runner.Stop()
+
+	srv, err := gateway.New(gateway.Config{}, gateway.Deps{
+		Store:     store,
+		Engine:    eng,
+		Limiter:   limiter,
+		Logger:    logger,
+		Billing:   cfg.Billing,
+		BaseURL:   baseURL,
+		MediaDir:  cfg.MediaDir,
+		JobQueued: runner.Wake,
+	})
+	if err != nil {
+		return err
+	}
+
+	// Tests and scripts read the bound address from this line.
+	fmt.Fprintf(stderr, "voicesvc listening on http://%s\n", ln.Addr())
+	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "billing", cfg.Billing)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return err
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "grace", cfg.ShutdownGrace.String())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	<-served
+	return nil
+}
+
+// newLimiter counts limits in-process for a single server (SQLite), or in
+// the store when it is shared by several servers (Postgres leases, renewed
+// while held; closing stops the renewals).
+func newLimiter(store control.Store) (control.Limiter, func()) {
+	if pg, ok := store.(*postgres.DB); ok {
+		l := pg.Limiter(control.NewID())
+		return l, l.Close
+	}
+	return control.NewMemoryLimiter(), func() {}
+}
+
+func newLogger(w io.Writer, level string) *slog.Logger {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		l = slog.LevelInfo
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+}
+
+// redactDSN hides a password in a postgres URL before it is logged.
+func redactDSN(dsn string) string {
+	at := strings.LastIndex(dsn, "@")
+	scheme := strings.Index(dsn, "://")
+	if at < 0 || scheme < 0 {
+		return dsn
+	}
+	creds := dsn[scheme+3 : at]
+	if i := strings.Index(creds, ":"); i >= 0 {
+		return dsn[:scheme+3] + creds[:i] + ":xxxxx" + dsn[at:]
+	}
+	return dsn
+}

@@ -1,0 +1,181 @@
+package control
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+)
+
+// Error codes. Every error a client can see carries one of these; the table
+// below maps each to its HTTP status, so handlers never choose a status.
+const (
+	// 400
+	EInvalidJSON         = "invalid_json"
+	ETextRequired        = "text_required"
+	ETextTooLong         = "text_too_long"
+	EVoiceNotReady       = "voice_not_ready"
+	EInvalidOutputFormat = "invalid_output_format"
+	EInvalidSampleRate   = "invalid_sample_rate"
+	EInvalidNumStep      = "invalid_num_step"
+	EInvalidExpressive   = "invalid_expressiveness"
+	EInvalidLanguage     = "invalid_language"
+	EInvalidSettings     = "invalid_settings"
+	EFileRequired        = "file_required"
+	EFileTooLarge        = "file_too_large"
+	ERefTextTooLong      = "ref_text_too_long"
+	EConsentRequired     = "consent_required"
+	EInvalidTTL          = "invalid_ttl"
+	EInvalidVoiceID      = "invalid_voice_id"
+	EInvalidPage         = "invalid_page"
+	EInvalidRequest      = "invalid_request"
+	EUnsupportedFormat   = "unsupported_response_format"
+
+	// 401. EUnauthorized is sent without a code (interface 5.1).
+	EUnauthorized = "unauthorized"
+	EKeyExpired   = "key_expired"
+	ETokenInvalid = "token_invalid"
+
+	// 402, 403 flat bodies (billing and plan denials).
+	EQuotaExhausted      = "quota_exhausted"
+	EInsufficientCredits = "insufficient_credits"
+	EFeatureDisabled     = "feature_disabled"
+
+	// 403
+	EInsufficientScope = "insufficient_scope"
+	EVoiceNotAllowed   = "voice_not_allowed"
+
+	// 404, 405, 409, 413, 422
+	ENotFound              = "not_found"
+	EMethodNotAllowed      = "method_not_allowed"
+	EVoiceBusy             = "voice_busy"
+	EIdempotencyInProgress = "idempotency_in_progress"
+	EPayloadTooLarge       = "payload_too_large"
+	EInvalidInput          = "invalid_input"
+	EIdempotencyKeyReused  = "idempotency_key_reused"
+
+	// 429
+	ERateLimited        = "rate_limited"
+	EConcurrencyLimited = "concurrency_limited"
+	ETooManySessions    = "too_many_sessions"
+
+	// 5xx
+	EInternal      = "internal"
+	EUpstreamError = "upstream_error"
+	EUpstreamBusy  = "upstream_busy"
+	EUnavailable   = "unavailable"
+)
+
+// statusByCode is the one table from code to HTTP status.
+var statusByCode = map[string]int{
+	EInvalidJSON: 400, ETextRequired: 400, ETextTooLong: 400, EVoiceNotReady: 400,
+	EInvalidOutputFormat: 400, EInvalidSampleRate: 400, EInvalidNumStep: 400,
+	EInvalidExpressive: 400, EInvalidLanguage: 400, EInvalidSettings: 400,
+	EFileRequired: 400, EFileTooLarge: 400, ERefTextTooLong: 400, EConsentRequired: 400,
+	EInvalidTTL: 400, EInvalidVoiceID: 400, EInvalidPage: 400, EInvalidRequest: 400,
+	EUnsupportedFormat: 400,
+
+	EUnauthorized: 401, EKeyExpired: 401, ETokenInvalid: 401,
+
+	EQuotaExhausted: 402, EInsufficientCredits: 402,
+
+	EInsufficientScope: 403, EVoiceNotAllowed: 403, EFeatureDisabled: 403,
+
+	ENotFound: 404, EMethodNotAllowed: 405,
+	EVoiceBusy: 409, EIdempotencyInProgress: 409,
+	EPayloadTooLarge: 413,
+	EInvalidInput:    422, EIdempotencyKeyReused: 422,
+
+	ERateLimited: 429, EConcurrencyLimited: 429, ETooManySessions: 429,
+
+	EInternal: 500, EUpstreamError: 502, EUpstreamBusy: 503, EUnavailable: 503,
+}
+
+// flatCodes are answered with the flat billing body of interface 2.1
+// ({"error": "<code>", ...}) instead of the envelope.
+var flatCodes = map[string]bool{
+	EQuotaExhausted: true, EInsufficientCredits: true, EFeatureDisabled: true,
+}
+
+// Error is the one error type of the service. It carries everything a
+// transport needs to answer: the code (and so the status), a message safe to
+// show the client, and the details of billing denials and retry hints.
+type Error struct {
+	Code    string
+	Message string
+
+	// RetryAfter, in whole seconds, for 429 and 503.
+	RetryAfter int
+
+	// Flat-body details for billing and plan denials.
+	Feature string
+	Unit    string
+	Limit   int64
+	Used    int64
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+
+// Status is the HTTP status of the error's code.
+func (e *Error) Status() int { return StatusOf(e.Code) }
+
+// Flat reports whether the error is answered with the flat billing body.
+func (e *Error) Flat() bool { return flatCodes[e.Code] }
+
+// WireCode is the code sent to clients; plain 401s carry none.
+func (e *Error) WireCode() string {
+	if e.Code == EUnauthorized {
+		return ""
+	}
+	return e.Code
+}
+
+// Errorf returns an *Error with the given code and a formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// StatusOf maps a code to its HTTP status; unknown codes are 500.
+func StatusOf(code string) int {
+	if s, ok := statusByCode[code]; ok {
+		return s
+	}
+	return http.StatusInternalServerError
+}
+
+// ErrorCode returns the code of err if it is (or wraps) an *Error, and
+// EInternal otherwise.
+func ErrorCode(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	if err == nil {
+		return ""
+	}
+	return EInternal
+}
+
+// AsError returns err as an *Error; anything else becomes an internal error
+// whose detail is not shown to clients (the caller logs it).
+func AsError(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	return &Error{Code: EInternal, Message: "internal error"}
+}
+
+// IsCode reports whether err is an *Error with the given code.
+func IsCode(err error, code string) bool { return ErrorCode(err) == code }
+
+// RateLimited is the refusal of a request-rate check: ERateLimited with a
+// Retry-After of the whole seconds, at least 1, until one more request would
+// be admitted.
+func RateLimited(d RateDecision) *Error {
+	wait := int(math.Ceil(d.ResetAfter))
+	if wait < 1 {
+		wait = 1
+	}
+	return &Error{Code: ERateLimited, Message: "too many requests per second for this workspace", RetryAfter: wait}
+}

@@ -1,0 +1,310 @@
+package sqlite
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"voicesvc/control"
+)
+
+const voiceCols = `id, org_id, name, description, status, clone_method, visibility, primary_language, labels,
+	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at`
+
+// CreateVoice inserts v, filling its id and timestamps when empty.
+func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
+	return db.update(ctx, func(tx *sql.Tx) error { return db.insertVoice(ctx, tx, v) })
+}
+
+func (db *DB) insertVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
+	if v.ID == "" {
+		v.ID = control.NewID()
+	}
+	if v.CreatedAt == 0 {
+		v.CreatedAt = db.nowMS()
+	}
+	if v.UpdatedAt == 0 {
+		v.UpdatedAt = v.CreatedAt
+	}
+	labels, settings, err := voiceJSON(v)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `INSERT INTO voices (`+voiceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+		v.ID, v.OrgID, v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage,
+		labels, settings, v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.ConsentAt, v.ConsentKeyID,
+		v.CreatedAt, v.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert voice: %w", err)
+	}
+	return nil
+}
+
+// voiceJSON encodes the JSON columns of v; settings is nil (NULL) when unset.
+func voiceJSON(v *control.Voice) (labels string, settings any, err error) {
+	l := v.Labels
+	if l == nil {
+		l = []control.Label{}
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return "", nil, err
+	}
+	if v.Settings != nil {
+		s, err := json.Marshal(v.Settings)
+		if err != nil {
+			return "", nil, err
+		}
+		settings = string(s)
+	}
+	return string(b), settings, nil
+}
+
+func scanVoice(s rowScanner) (*control.Voice, error) {
+	var v control.Voice
+	var labels string
+	var settings sql.NullString
+	if err := s.Scan(&v.ID, &v.OrgID, &v.Name, &v.Description, &v.Status, &v.CloneMethod, &v.Visibility,
+		&v.PrimaryLanguage, &labels, &settings, &v.SampleAudioURL, &v.BaseVoiceID, &v.Alias, &v.Profile,
+		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(labels), &v.Labels); err != nil {
+		return nil, fmt.Errorf("sqlite: voice labels: %w", err)
+	}
+	if settings.Valid {
+		v.Settings = new(control.VoiceSettings)
+		if err := json.Unmarshal([]byte(settings.String), v.Settings); err != nil {
+			return nil, fmt.Errorf("sqlite: voice settings: %w", err)
+		}
+	}
+	return &v, nil
+}
+
+// GetVoice returns any voice by id. ENotFound.
+func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
+	v, err := scanVoice(db.st.voiceByID.QueryRowContext(ctx, id))
+	if err != nil {
+		return nil, notFound(err, "voice not found")
+	}
+	return v, nil
+}
+
+// GetVoiceByAlias returns a public voice by alias. ENotFound.
+func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice, error) {
+	if alias == "" {
+		return nil, control.Errorf(control.ENotFound, "voice not found")
+	}
+	v, err := scanVoice(db.st.voiceByAlias.QueryRowContext(ctx, alias))
+	if err != nil {
+		return nil, notFound(err, "voice not found")
+	}
+	return v, nil
+}
+
+// ListVoices returns the workspace's own voices (newest first), then ready
+// public voices of other workspaces (by alias), paged, and the total.
+func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error) {
+	where := []string{`(org_id = ? OR (visibility = 'public' AND status = 'ready'))`}
+	args := []any{f.WorkspaceID}
+	for _, c := range []struct{ col, val string }{
+		{"visibility", f.Visibility}, {"status", f.Status}, {"primary_language", f.Language},
+	} {
+		if c.val != "" {
+			where = append(where, c.col+" = ?")
+			args = append(args, c.val)
+		}
+	}
+	cond := strings.Join(where, " AND ")
+	offset, limit := control.ListPage(f)
+	var voices []*control.Voice
+	var total int
+	err := db.view(ctx, func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM voices WHERE `+cond, args...).Scan(&total); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE `+cond+`
+			ORDER BY CASE WHEN org_id = ? THEN 0 ELSE 1 END,
+				CASE WHEN org_id = ? THEN created_at ELSE 0 END DESC, alias, id
+			LIMIT ? OFFSET ?`, append(args, f.WorkspaceID, f.WorkspaceID, limit, offset)...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			v, err := scanVoice(rows)
+			if err != nil {
+				return err
+			}
+			voices = append(voices, v)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, fmt.Errorf("sqlite: list voices: %w", err)
+	}
+	return voices, total, nil
+}
+
+// UpdateVoice changes a voice of workspace ws. ENotFound.
+func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (*control.Voice, error) {
+	var v *control.Voice
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		var err error
+		v, err = scanVoice(tx.QueryRowContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = ? AND org_id = ?`, id, ws))
+		if err != nil {
+			return notFound(err, "voice not found")
+		}
+		applyVoiceUpdate(v, upd)
+		v.UpdatedAt = db.nowMS()
+		if err := writeVoice(ctx, tx, v); err != nil {
+			return err
+		}
+		return recordChange(ctx, tx, "voice", id, v.UpdatedAt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+func applyVoiceUpdate(v *control.Voice, upd control.VoiceUpdate) {
+	if upd.Name != nil {
+		v.Name = *upd.Name
+	}
+	if upd.Description != nil {
+		v.Description = *upd.Description
+	}
+	if upd.PrimaryLanguage != nil {
+		v.PrimaryLanguage = *upd.PrimaryLanguage
+	}
+	if upd.Labels != nil {
+		v.Labels = *upd.Labels
+	}
+	if upd.Settings != nil {
+		v.Settings = *upd.Settings
+	}
+	if upd.Visibility != nil {
+		v.Visibility = *upd.Visibility
+	}
+}
+
+// writeVoice stores every mutable column of v.
+func writeVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
+	labels, settings, err := voiceJSON(v)
+	if err != nil {
+		return err
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE voices SET name=?, description=?, status=?, clone_method=?, visibility=?,
+		primary_language=?, labels=?, settings=?, sample_audio_url=?, base_voice_id=?, alias=?, profile=?,
+		updated_at=? WHERE id=?`,
+		v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage, labels, settings,
+		v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.UpdatedAt, v.ID)
+	if err != nil {
+		return fmt.Errorf("sqlite: update voice: %w", err)
+	}
+	return nil
+}
+
+// DeleteVoice removes a voice of ws, cancels its live jobs and drops their
+// clips. ENotFound.
+func (db *DB) DeleteVoice(ctx context.Context, ws, id string) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ? AND org_id = ?`, id, ws)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete voice: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return control.Errorf(control.ENotFound, "voice not found")
+		}
+		now := db.nowMS()
+		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'cancelled', updated_at = ?
+			WHERE voice_id = ? AND status IN ('pending', 'running')`, now, id); err != nil {
+			return fmt.Errorf("sqlite: cancel jobs: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM clips WHERE job_id IN (SELECT id FROM jobs WHERE voice_id = ?)`, id); err != nil {
+			return fmt.Errorf("sqlite: delete clips: %w", err)
+		}
+		return recordChange(ctx, tx, "voice", id, now)
+	})
+}
+
+// SeedCatalog makes catalogWS own exactly voices, matched by alias, creating
+// the catalog workspace when missing.
+func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) error {
+	return db.update(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		if _, err := tx.ExecContext(ctx, `INSERT INTO workspaces (id, name, plan, created_at, updated_at)
+			VALUES (?, 'catalog', 'enterprise', ?, ?) ON CONFLICT (id) DO NOTHING`, catalogWS, now, now); err != nil {
+			return fmt.Errorf("sqlite: catalog workspace: %w", err)
+		}
+		existing := map[string]*control.Voice{}
+		rows, err := tx.QueryContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE org_id = ?`, catalogWS)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			v, err := scanVoice(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			existing[v.Alias] = v
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		keep := map[string]bool{}
+		for _, v := range voices {
+			v.OrgID = catalogWS
+			keep[v.Alias] = true
+			old, ok := existing[v.Alias]
+			if !ok {
+				if err := db.insertVoice(ctx, tx, v); err != nil {
+					return err
+				}
+				continue
+			}
+			v.ID, v.CreatedAt = old.ID, old.CreatedAt
+			if sameCatalogVoice(old, v) {
+				v.UpdatedAt = old.UpdatedAt
+				continue
+			}
+			v.UpdatedAt = now
+			if err := writeVoice(ctx, tx, v); err != nil {
+				return err
+			}
+			if err := recordChange(ctx, tx, "voice", v.ID, now); err != nil {
+				return err
+			}
+		}
+		for alias, old := range existing {
+			if keep[alias] {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ?`, old.ID); err != nil {
+				return fmt.Errorf("sqlite: drop catalog voice: %w", err)
+			}
+			if err := recordChange(ctx, tx, "voice", old.ID, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// sameCatalogVoice reports whether seeding b over a would change nothing, so
+// that restarts do not churn updated_at.
+func sameCatalogVoice(a, b *control.Voice) bool {
+	la, sa, _ := voiceJSON(a)
+	lb, sb, _ := voiceJSON(b)
+	return a.Name == b.Name && a.Description == b.Description && a.Status == b.Status &&
+		a.CloneMethod == b.CloneMethod && a.Visibility == b.Visibility &&
+		a.PrimaryLanguage == b.PrimaryLanguage && la == lb && sa == sb &&
+		a.SampleAudioURL == b.SampleAudioURL && a.BaseVoiceID == b.BaseVoiceID &&
+		bytes.Equal(a.Profile, b.Profile)
+}

@@ -1,0 +1,308 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"voicesvc/control"
+)
+
+const workspaceCols = `id, name, plan, billing, streaming, allowance, credits, concurrency, rps, sessions, created_at, updated_at`
+
+// CreateWorkspace inserts w, filling its id and timestamps when empty.
+func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
+	now := db.nowMS()
+	if w.ID == "" {
+		w.ID = control.NewID()
+	}
+	if w.Plan == "" {
+		w.Plan = "free"
+	}
+	if w.CreatedAt == 0 {
+		w.CreatedAt = now
+	}
+	if w.UpdatedAt == 0 {
+		w.UpdatedAt = w.CreatedAt
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		return insertWorkspace(ctx, tx, w)
+	})
+}
+
+func insertWorkspace(ctx context.Context, tx *sql.Tx, w *control.Workspace) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO workspaces (`+workspaceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)`,
+		w.ID, w.Name, w.Plan, w.Billing, nullBool(w.Streaming), nullInt64(w.Allowance), w.Credits,
+		nullInt(w.Concurrency), nullInt(w.RPS), nullInt(w.Sessions), w.CreatedAt, w.UpdatedAt)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert workspace: %w", err)
+	}
+	return nil
+}
+
+// GetWorkspace returns ENotFound for an unknown id.
+func (db *DB) GetWorkspace(ctx context.Context, id string) (*control.Workspace, error) {
+	w, err := scanWorkspace(db.st.workspaceByID.QueryRowContext(ctx, id))
+	if err != nil {
+		return nil, notFound(err, "workspace not found")
+	}
+	return w, nil
+}
+
+// UpdateWorkspace applies upd; Used sets the current UTC month's usage.
+func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (*control.Workspace, error) {
+	var w *control.Workspace
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		var err error
+		w, err = scanWorkspace(tx.QueryRowContext(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE id = ?`, id))
+		if err != nil {
+			return notFound(err, "workspace not found")
+		}
+		applyWorkspaceUpdate(w, upd)
+		w.UpdatedAt = db.nowMS()
+		_, err = tx.ExecContext(ctx, `UPDATE workspaces SET plan=?, billing=?, streaming=?, allowance=?, credits=?,
+			concurrency=?, rps=?, sessions=?, updated_at=? WHERE id=?`,
+			w.Plan, w.Billing, nullBool(w.Streaming), nullInt64(w.Allowance), w.Credits,
+			nullInt(w.Concurrency), nullInt(w.RPS), nullInt(w.Sessions), w.UpdatedAt, id)
+		if err != nil {
+			return fmt.Errorf("sqlite: update workspace: %w", err)
+		}
+		if upd.Used != nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO usage (workspace_id, month, used) VALUES (?, ?, ?)
+				ON CONFLICT (workspace_id, month) DO UPDATE SET used = excluded.used`,
+				id, control.Month(db.now()), *upd.Used)
+			if err != nil {
+				return fmt.Errorf("sqlite: set usage: %w", err)
+			}
+		}
+		return recordChange(ctx, tx, "workspace", id, w.UpdatedAt)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+func applyWorkspaceUpdate(w *control.Workspace, upd control.WorkspaceUpdate) {
+	if upd.Plan != nil {
+		w.Plan = *upd.Plan
+	}
+	if upd.Billing != nil {
+		w.Billing = *upd.Billing
+	}
+	if upd.Streaming != nil {
+		w.Streaming = ptr(*upd.Streaming)
+	}
+	if upd.Allowance != nil {
+		w.Allowance = ptr(*upd.Allowance)
+	}
+	if upd.Credits != nil {
+		w.Credits = *upd.Credits
+	}
+	if upd.Concurrency != nil {
+		w.Concurrency = ptr(*upd.Concurrency)
+	}
+	if upd.RPS != nil {
+		w.RPS = ptr(*upd.RPS)
+	}
+	if upd.Sessions != nil {
+		w.Sessions = ptr(*upd.Sessions)
+	}
+}
+
+func scanWorkspace(s rowScanner) (*control.Workspace, error) {
+	var w control.Workspace
+	var streaming sql.NullBool
+	var allowance sql.NullInt64
+	var conc, rps, sessions sql.NullInt64
+	if err := s.Scan(&w.ID, &w.Name, &w.Plan, &w.Billing, &streaming, &allowance, &w.Credits,
+		&conc, &rps, &sessions, &w.CreatedAt, &w.UpdatedAt); err != nil {
+		return nil, err
+	}
+	if streaming.Valid {
+		w.Streaming = ptr(streaming.Bool)
+	}
+	if allowance.Valid {
+		w.Allowance = ptr(allowance.Int64)
+	}
+	w.Concurrency, w.RPS, w.Sessions = intPtr(conc), intPtr(rps), intPtr(sessions)
+	return &w, nil
+}
+
+const keyCols = `id, workspace_id, hash, scopes, legacy, expires_at, revoked_at, created_at`
+
+// CreateAPIKey inserts k and records a change.
+func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
+	if k.ID == "" {
+		k.ID = control.NewID()
+	}
+	if k.CreatedAt == 0 {
+		k.CreatedAt = db.nowMS()
+	}
+	scopes, err := json.Marshal(nonNil(k.Scopes))
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES (?,?,?,?,?,?,?,?)`,
+			k.ID, k.WorkspaceID, k.Hash, string(scopes), boolInt(k.Legacy), k.ExpiresAt, k.RevokedAt, k.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("sqlite: insert key: %w", err)
+		}
+		return recordChange(ctx, tx, "key", k.ID, k.CreatedAt)
+	})
+}
+
+// GetAPIKeyByHash returns ENotFound when no key has that hash.
+func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey, error) {
+	k, err := scanKey(db.st.keyByHash.QueryRowContext(ctx, hash))
+	if err != nil {
+		return nil, notFound(err, "key not found")
+	}
+	return k, nil
+}
+
+// GetAPIKey returns ENotFound for an unknown id.
+func (db *DB) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error) {
+	k, err := scanKey(db.read.QueryRowContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = ?`, id))
+	if err != nil {
+		return nil, notFound(err, "key not found")
+	}
+	return k, nil
+}
+
+// RevokeAPIKey sets RevokedAt, keeping an earlier one, and records a change.
+func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (*control.APIKey, error) {
+	var k *control.APIKey
+	err := db.update(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, at, id)
+		if err != nil {
+			return fmt.Errorf("sqlite: revoke key: %w", err)
+		}
+		k, err = scanKey(tx.QueryRowContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = ?`, id))
+		if err != nil {
+			return notFound(err, "key not found")
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return nil // already revoked: nothing changed
+		}
+		return recordChange(ctx, tx, "key", id, db.nowMS())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return k, nil
+}
+
+func scanKey(s rowScanner) (*control.APIKey, error) {
+	var k control.APIKey
+	var scopes string
+	var legacy int
+	if err := s.Scan(&k.ID, &k.WorkspaceID, &k.Hash, &scopes, &legacy, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt); err != nil {
+		return nil, err
+	}
+	k.Legacy = legacy != 0
+	if err := json.Unmarshal([]byte(scopes), &k.Scopes); err != nil {
+		return nil, fmt.Errorf("sqlite: key scopes: %w", err)
+	}
+	return &k, nil
+}
+
+const tokenCols = `id, hash, workspace_id, key_id, voice_ids, expires_at, consumed_at, created_at`
+
+// CreateToken inserts t.
+func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
+	if t.ID == "" {
+		t.ID = control.NewID()
+	}
+	if t.CreatedAt == 0 {
+		t.CreatedAt = db.nowMS()
+	}
+	voices, err := json.Marshal(nonNil(t.VoiceIDs))
+	if err != nil {
+		return err
+	}
+	return db.update(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO access_tokens (`+tokenCols+`) VALUES (?,?,?,?,?,?,?,?)`,
+			t.ID, t.Hash, t.WorkspaceID, t.KeyID, string(voices), t.ExpiresAt, t.ConsumedAt, t.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("sqlite: insert token: %w", err)
+		}
+		return nil
+	})
+}
+
+// GetTokenByHash returns ETokenInvalid when unknown.
+func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessToken, error) {
+	var t control.AccessToken
+	var voices string
+	err := db.st.tokenByHash.QueryRowContext(ctx, hash).
+		Scan(&t.ID, &t.Hash, &t.WorkspaceID, &t.KeyID, &voices, &t.ExpiresAt, &t.ConsumedAt, &t.CreatedAt)
+	if err == sql.ErrNoRows {
+		return nil, control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(voices), &t.VoiceIDs); err != nil {
+		return nil, fmt.Errorf("sqlite: token voices: %w", err)
+	}
+	return &t, nil
+}
+
+// ConsumeToken marks the token used with one conditional UPDATE, so that of
+// concurrent consumers exactly one sees a row affected.
+func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) error {
+	// One autocommit statement: it holds the write lock from its first
+	// step, so no explicit transaction is needed for the check and the set.
+	res, err := db.st.consumeToken.ExecContext(ctx, now, hash, now)
+	if err != nil {
+		return fmt.Errorf("sqlite: consume token: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
+	}
+	return nil
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func nullBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return boolInt(*b)
+}
+
+func nullInt64(v *int64) any {
+	if v == nil {
+		return nil
+	}
+	return *v
+}
+
+func nullInt(v *int) any {
+	if v == nil {
+		return nil
+	}
+	return int64(*v)
+}
+
+func intPtr(v sql.NullInt64) *int {
+	if !v.Valid {
+		return nil
+	}
+	return ptr(int(v.Int64))
+}

@@ -1,0 +1,228 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"voicesvc/engine"
+	"voicesvc/engine/reference"
+)
+
+// Issue 6 benchmarks through the real binary (reference engine in process,
+// unpaced unless said otherwise). Run one at a time, e.g.
+//
+//	go test ./e2e -run '^$' -bench 'BenchmarkWS' -benchtime 2000x
+//
+// Latencies are reported as p50/p99 in ms; medians over runs go in the note.
+
+// quantiles reports the p50 and p99 of d in ms under name.
+func quantiles(b *testing.B, name string, d []time.Duration) (p50, p99 float64) {
+	slices.Sort(d)
+	q := func(f float64) float64 {
+		return float64(d[min(len(d)-1, int(f*float64(len(d))))].Microseconds()) / 1000
+	}
+	p50, p99 = q(0.50), q(0.99)
+	b.ReportMetric(p50, name+"_p50_ms")
+	b.ReportMetric(p99, name+"_p99_ms")
+	return p50, p99
+}
+
+// perWorker splits b.N ops over n workers (at least one each).
+func perWorker(b *testing.B, n int) int { return max(1, b.N/n) }
+
+const benchSentence = "Hello there, this is one sentence."
+
+var errFirst = errors.New("first chunk")
+
+// BenchmarkWSFirstAudio: task_start carrying one complete sentence ->
+// first binary frame through the real server, against the same engine
+// alone in this process (time to its first chunk), at 1 and 32 sessions.
+// After its first binary frame a client cancels the context: this is about
+// latency, not about streaming every sentence in full on 2 shared cores.
+//
+// WS_BENCH_BILLING (off, meter, enforce) sets the server's billing mode:
+// with billing on, every task_start is a store write before any audio.
+// WS_BENCH_RTF paces the reference engine (0: unpaced; 0.05 is like a fast
+// real engine).
+func BenchmarkWSFirstAudio(b *testing.B) {
+	var extra []string
+	if m := os.Getenv("WS_BENCH_BILLING"); m != "" {
+		extra = []string{"--billing", m}
+	}
+	rtf, _ := strconv.ParseFloat(os.Getenv("WS_BENCH_RTF"), 64)
+	srv, e := wsServer(b, rtf, "enterprise", extra, "--concurrency", "500", "--sessions", "500")
+	for _, n := range []int{1, 32} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			conns := make([]*wsc, n)
+			for i := range conns {
+				conns[i] = wsOpen(b, srv, e.key)
+			}
+			per := perWorker(b, n)
+			lat := make([][]time.Duration, n)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			for i, c := range conns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for k := 0; k < per; k++ {
+						id := "b" + strconv.Itoa(k)
+						t0 := time.Now()
+						c.start(id, e.voice, benchSentence, true)
+						// The cancel answers task_cancelled, or an error when
+						// the context was done first.
+						cancelled := false
+						for {
+							ev, err := c.next()
+							if err != nil || ev.Type == "close" || ev.Type == "error" && (ev.Fatal || !cancelled) {
+								b.Errorf("%v %v", ev, err)
+								return
+							}
+							if !cancelled && ev.Type == "audio_chunk" {
+								lat[i] = append(lat[i], time.Since(t0))
+								cancelled = true
+								c.send(map[string]any{"type": "task_cancel", "context_id": id})
+							}
+							if ev.Type == "task_cancelled" || ev.Type == "error" {
+								break
+							}
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			b.StopTimer()
+			srvP50, srvP99 := quantiles(b, "server", slices.Concat(lat...))
+			engP50, engP99 := quantiles(b, "engine", engineFirstChunk(b, rtf, n, per))
+			b.ReportMetric(srvP50-engP50, "added_p50_ms")
+			b.ReportMetric(srvP99-engP99, "added_p99_ms")
+		})
+	}
+}
+
+// engineFirstChunk times the reference engine alone: n goroutines, per
+// requests each, from Synthesize to the first chunk.
+func engineFirstChunk(b *testing.B, rtf float64, n, per int) []time.Duration {
+	eng := reference.New(reference.Options{RTF: rtf})
+	prof := reference.MarshalProfile(200)
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < per; k++ {
+				t0 := time.Now()
+				err := eng.Synthesize(context.Background(), engine.Request{Text: benchSentence,
+					Language: "en", Profile: prof}, func(engine.Chunk) error {
+					lat[i] = append(lat[i], time.Since(t0))
+					return errFirst
+				})
+				if !errors.Is(err, errFirst) {
+					b.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return slices.Concat(lat...)
+}
+
+// BenchmarkWSIdleMemory: the server's resident memory per idle open
+// session (VmRSS before and after opening them).
+func BenchmarkWSIdleMemory(b *testing.B) {
+	const n = 1000
+	srv, e := wsServer(b, 0, "enterprise", nil, "--concurrency", "5000", "--sessions", "5000")
+	// Warm up: one session through a synthesis, so lazily built state
+	// (pools, code pages) is counted before, not per session.
+	c := wsOpen(b, srv, e.key)
+	c.start("w", e.voice, "Warm up.", true)
+	c.until(is("task_done", "w"))
+	c.end()
+	for i := 0; i < b.N; i++ {
+		time.Sleep(time.Second)
+		before := rssKiB(b, srv.PID())
+		conns := make([]*wsc, n)
+		for k := range conns {
+			conns[k] = wsOpen(b, srv, e.key)
+		}
+		time.Sleep(2 * time.Second)
+		after := rssKiB(b, srv.PID())
+		b.ReportMetric(float64(after-before)/n, "KiB/session")
+		for _, c := range conns {
+			c.ws.Close()
+		}
+		runtime.GC()
+	}
+}
+
+func rssKiB(b *testing.B, pid int) int {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.Atoi(strings.Fields(v)[0])
+			return kb
+		}
+	}
+	b.Fatal("no VmRSS")
+	return 0
+}
+
+// BenchmarkWSCancel: task_cancel -> task_cancelled while 32 sessions each
+// have a real-time paced context speaking.
+func BenchmarkWSCancel(b *testing.B) {
+	const n = 32
+	srv, e := wsServer(b, 1, "enterprise", nil, "--concurrency", "500", "--sessions", "500")
+	conns := make([]*wsc, n)
+	for i := range conns {
+		conns[i] = wsOpen(b, srv, e.key)
+	}
+	text := strings.Repeat("This sentence keeps the engine busy for a while. ", 4)
+	per := perWorker(b, n)
+	lat := make([][]time.Duration, n)
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	for i, c := range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := 0; k < per; k++ {
+				id := "c" + strconv.Itoa(k)
+				c.start(id, e.voice, text, true)
+				for ev, err := c.next(); ev.Type != "audio_chunk"; ev, err = c.next() {
+					if err != nil || ev.Type == "error" || ev.Type == "close" {
+						b.Errorf("%v %v", ev, err)
+						return
+					}
+				}
+				t0 := time.Now()
+				c.send(map[string]any{"type": "task_cancel", "context_id": id})
+				for ev, err := c.next(); ev.Type != "task_cancelled"; ev, err = c.next() {
+					if err != nil || ev.Type == "error" || ev.Type == "close" {
+						b.Errorf("%v %v", ev, err)
+						return
+					}
+				}
+				lat[i] = append(lat[i], time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	b.StopTimer()
+	quantiles(b, "cancel", slices.Concat(lat...))
+}

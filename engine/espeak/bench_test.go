@@ -1,0 +1,149 @@
+package espeak
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"voicesvc/engine"
+	"voicesvc/engine/worker"
+)
+
+// workerEnv makes the test binary an espeak-ng worker child (the
+// helper-process trick), as `voicesvc engine-worker` is in production.
+const workerEnv = "VOICESVC_TEST_ESPEAK_WORKER"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(workerEnv) == "1" {
+		e, err := New()
+		if err == nil {
+			err = worker.Serve(os.Stdin, os.Stdout, e)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func subprocessWorker(int) (engine.Worker, error) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), workerEnv+"=1")
+	return worker.Start(cmd)
+}
+
+const tenWords = "The quick brown fox jumps over the lazy dog today. And then it rests."
+
+func median(d []time.Duration) time.Duration {
+	sort.Slice(d, func(i, j int) bool { return d[i] < d[j] })
+	return d[len(d)/2]
+}
+
+// firstChunk measures, over b.N syntheses of a 10-word first sentence,
+// the median time from the call to the first chunk, and the speed of the
+// whole rendering in multiples of real time.
+func firstChunk(b *testing.B, e engine.Engine) {
+	b.Helper()
+	req := engine.Request{Text: tenWords, Language: "en-US"}
+	var firsts []time.Duration
+	var audio, wall time.Duration
+	b.ResetTimer()
+	for range b.N {
+		start := time.Now()
+		var first time.Duration
+		samples := 0
+		err := e.Synthesize(context.Background(), req, func(c engine.Chunk) error {
+			if first == 0 {
+				first = time.Since(start)
+			}
+			samples += len(c.Samples)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		wall += time.Since(start)
+		audio += time.Duration(float64(samples) / float64(e.NativeRate()) * float64(time.Second))
+		firsts = append(firsts, first)
+	}
+	b.ReportMetric(float64(median(firsts).Microseconds())/1000, "first-chunk-ms-p50")
+	b.ReportMetric(audio.Seconds()/wall.Seconds(), "x-realtime")
+	b.ReportMetric(wall.Seconds()/audio.Seconds(), "rtf")
+}
+
+// BenchmarkEngine: the espeak-ng engine directly (first chunk = first PCM
+// callback plus the one buffer held back to mark Last).
+func BenchmarkEngine(b *testing.B) {
+	firstChunk(b, mustNew(b))
+}
+
+func BenchmarkPoolInProcess(b *testing.B) {
+	e := mustNew(b)
+	p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	firstChunk(b, p)
+}
+
+func BenchmarkPoolSubprocess(b *testing.B) {
+	e := mustNew(b)
+	p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: 1, NewWorker: subprocessWorker})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer p.Close()
+	firstChunk(b, p)
+}
+
+// BenchmarkPoolThroughput: 8 concurrent multi-sentence requests through 1
+// and 2 subprocess workers; compare the audio-seconds-per-second metric.
+func BenchmarkPoolThroughput(b *testing.B) {
+	text := ""
+	for i := range 6 {
+		text += fmt.Sprintf("This is sentence number %d of a throughput test. ", i)
+	}
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			e := mustNew(b)
+			p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: workers, NewWorker: subprocessWorker})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			var mu sync.Mutex
+			samples := 0
+			b.ResetTimer()
+			start := time.Now()
+			for range b.N {
+				var wg sync.WaitGroup
+				for range 8 {
+					wg.Go(func() {
+						n := 0
+						err := p.Synthesize(context.Background(), engine.Request{Text: text}, func(c engine.Chunk) error {
+							n += len(c.Samples)
+							return nil
+						})
+						if err != nil {
+							b.Error(err)
+						}
+						mu.Lock()
+						samples += n
+						mu.Unlock()
+					})
+				}
+				wg.Wait()
+			}
+			secs := time.Since(start).Seconds()
+			b.ReportMetric(float64(samples)/float64(e.NativeRate())/secs, "audio-s/s")
+		})
+	}
+}

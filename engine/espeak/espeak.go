@@ -1,0 +1,389 @@
+// Package espeak is the embedded speech engine: libespeak-ng through cgo,
+// in synchronous mode with a callback, so audio reaches the caller while a
+// sentence is still being rendered.
+//
+// espeak-ng keeps global state and is not thread-safe, so there is one
+// Engine per process and it renders one sentence at a time; the pool in
+// package engine gets parallelism from subprocess workers.
+//
+// Parameters: Speed scales the profile's rate (espeakRATE, words per
+// minute, clamped to 80-450); Pitch shifts the profile's pitch line by
+// semitones (written into the generated variant, so the shift is exact);
+// Volume is a gain on the samples (clipped to [-1, 1]); Expressiveness 0-1
+// sets espeakRANGE 0-100. NumStep and GuidanceScale change nothing here.
+//
+// Profiles become variant files in a private mirror of espeak-ng-data
+// (symbolic links plus a writable voices/!v), selected as "voice+variant".
+// Every generated variant pins flutter (0 unless the profile sets it).
+//
+// Every sentence starts from the state espeak-ng had right after
+// initialization (history.go), so a sentence renders to the same samples
+// whatever was rendered before it, in this process or another.
+package espeak
+
+/*
+#include <espeak-ng/speak_lib.h>
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"voicesvc/engine"
+)
+
+const (
+	normalRate = 175 // words per minute, espeakRATE_NORMAL
+	minRate    = 80
+	maxRate    = 450
+)
+
+// Engine implements engine.Engine over the process's espeak-ng.
+type Engine struct {
+	mu        sync.Mutex // one synthesis at a time: espeak-ng is global
+	rate      int
+	data      *dataDir
+	langs     languageTable
+	voice     string // voice currently selected in espeak-ng
+	closed    bool
+	variantOK map[string]bool // generated variants already written
+	history   error           // nil when every sentence starts from the same state (history.go)
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+var (
+	instMu sync.Mutex
+	inst   *Engine
+
+	// The history values are those of the process's first initialization:
+	// a later espeak_Initialize does not reset them, and every process
+	// must start its sentences from the same state.
+	historyOnce sync.Once
+	historyErr  error
+)
+
+// New returns the process's espeak-ng engine, initializing espeak-ng on
+// first use. Every call returns the same Engine until Close.
+func New() (*Engine, error) {
+	instMu.Lock()
+	defer instMu.Unlock()
+	if inst != nil {
+		return inst, nil
+	}
+	d, err := newDataDir(systemDataPath())
+	if err != nil {
+		return nil, err
+	}
+	rate, err := initialize(d.root)
+	if err != nil {
+		d.remove()
+		return nil, err
+	}
+	inst = &Engine{rate: rate, data: d, langs: newLanguageTable(listVoices()), variantOK: map[string]bool{}}
+	historyOnce.Do(func() { historyErr = findHistory() })
+	inst.history = historyErr
+	return inst, nil
+}
+
+// Close releases espeak-ng and the private data directory. A later New
+// initializes again.
+func (e *Engine) Close() error {
+	instMu.Lock()
+	defer instMu.Unlock()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	terminate()
+	if inst == e {
+		inst = nil
+	}
+	return e.data.remove()
+}
+
+func (e *Engine) Name() string        { return "espeak-ng" }
+func (e *Engine) NativeRate() int     { return e.rate }
+func (e *Engine) Languages() []string { return append([]string(nil), e.langs.tags...) }
+
+// Enroll analyses a reference clip and returns the profile that renders
+// its speaker (enroll.go).
+func (e *Engine) Enroll(ctx context.Context, clip engine.Clip) ([]byte, error) {
+	return e.enroll(ctx, clip)
+}
+
+// setup is everything resolved from a request before espeak-ng is touched.
+type setup struct {
+	voice string // argument of espeak_SetVoiceByName: "en-US+vs0123..."
+	rate  int
+	rng   int
+	gain  float32
+}
+
+func (e *Engine) resolve(req engine.Request) (setup, Profile, error) {
+	var p Profile
+	if len(req.Profile) > 0 {
+		var err error
+		if p, err = ParseProfile(req.Profile); err != nil {
+			return setup{}, p, fmt.Errorf("%w: %v", engine.ErrInvalidInput, err)
+		}
+	}
+	voice := p.Voice
+	// The request's language wins over the profile's when it names another
+	// language: the profile's tone then speaks with that language's rules.
+	lang := req.Language
+	if lang == "" {
+		lang = p.Language
+	}
+	if lang == "" && voice == "" {
+		lang = "en"
+	}
+	if voice == "" || (req.Language != "" && primary(req.Language) != primary(p.Language)) {
+		v, ok := e.langs.lookup(lang)
+		if !ok {
+			return setup{}, p, fmt.Errorf("%w: language %q not supported by espeak-ng", engine.ErrInvalidInput, lang)
+		}
+		voice = v
+	}
+	s := setup{voice: voice, rate: normalRate, rng: 50, gain: 1}
+	if p.Rate > 0 {
+		s.rate = p.Rate
+	}
+	if sp := req.Params.Speed; sp > 0 {
+		s.rate = int(math.Round(float64(s.rate) * sp))
+	}
+	s.rate = min(max(s.rate, minRate), maxRate)
+	if p.Range > 0 {
+		s.rng = p.Range
+	}
+	if x := req.Params.Expressiveness; x != nil {
+		s.rng = int(math.Round(min(max(*x, 0), 1) * 100))
+	}
+	if p.Gain > 0 {
+		s.gain = float32(p.Gain)
+	}
+	if req.Params.Volume > 0 {
+		s.gain *= float32(req.Params.Volume)
+	}
+	return s, p, nil
+}
+
+// Synthesize renders req sentence by sentence. Holding the engine for the
+// whole request keeps the profile's settings in place; the pool gives each
+// worker single sentences, so nobody waits for a long text.
+func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	sents := engine.Sentences(req.Text)
+	if len(sents) == 0 {
+		return fmt.Errorf("%w: no text to speak", engine.ErrInvalidInput)
+	}
+	s, p, err := e.resolve(req)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return fmt.Errorf("%w: espeak-ng engine closed", engine.ErrUnavailable)
+	}
+	if err := e.selectVoice(s.voice, p, req.Params.Pitch); err != nil {
+		return err
+	}
+	// espeakVOLUME stays at its default (100; Volume is a gain on our
+	// side): setting it recomputes wavegen's amplitude without the echo
+	// compensation that selecting the voice applied, so a voice with echo
+	// would render louder after a request that kept the same voice.
+	for _, kv := range [][2]int{{C.espeakRATE, s.rate}, {C.espeakRANGE, s.rng}, {C.espeakPITCH, 50}} {
+		if err := setParameter(C.espeak_PARAMETER(kv[0]), kv[1]); err != nil {
+			return err
+		}
+	}
+	r := &render{ctx: ctx, emit: emit, gain: s.gain, rate: e.rate}
+	for i, sent := range sents {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		r.begin(i, sent)
+		current = r
+		err := synth(sent.Text)
+		current = nil
+		if r.err != nil {
+			cancelPending()
+		}
+		if r.err != nil {
+			return r.err
+		}
+		if err != nil {
+			return fmt.Errorf("espeak: synthesize: %w", err)
+		}
+		if err := r.finish(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// selectVoice makes espeak-ng speak with voice plus a variant realizing
+// the profile, writing the variant file the first time it is needed.
+func (e *Engine) selectVoice(voice string, p Profile, semitones float64) error {
+	stock := ""
+	if p.Variant != "" {
+		var err error
+		if stock, err = e.data.stockVariant(p.Variant); err != nil {
+			return fmt.Errorf("%w: %v", engine.ErrInvalidInput, err)
+		}
+	}
+	name := voice
+	if content := variantFile(p, stock, semitones); content != "" {
+		v := variantName(content)
+		if !e.variantOK[v] {
+			if err := e.data.writeVariant(v, content); err != nil {
+				return err
+			}
+			e.variantOK[v] = true
+		}
+		name += "+" + v
+	}
+	if name == e.voice {
+		return nil
+	}
+	if err := setVoice(name); err != nil {
+		e.voice = ""
+		return err
+	}
+	e.voice = name
+	return nil
+}
+
+// render turns espeak-ng's buffers for one request into chunks. It holds
+// one chunk back so that the final one of a sentence can carry Last.
+type render struct {
+	ctx      context.Context
+	emit     func(engine.Chunk) error
+	gain     float32
+	rate     int
+	err      error
+	sentence int
+	base     int    // text offset of the sentence in the request
+	text     string // the sentence
+	runeOff  []int  // byte offset of each character of the sentence
+	samples  int    // samples emitted before this sentence
+	inSent   int    // samples of this sentence so far
+	words    int    // word events so far in the request
+	pending  *engine.Chunk
+}
+
+func (r *render) begin(i int, s engine.Span) {
+	r.samples += r.inSent
+	r.sentence, r.base, r.text, r.inSent, r.pending = i, s.Start, s.Text, 0, nil
+	r.runeOff = r.runeOff[:0]
+	for off := range s.Text {
+		r.runeOff = append(r.runeOff, off)
+	}
+	r.runeOff = append(r.runeOff, len(s.Text))
+}
+
+// onAudio is called from the synth callback; true aborts espeak-ng.
+func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
+	if err := r.ctx.Err(); err != nil {
+		r.err = err
+		return true
+	}
+	var words []engine.WordEvent
+	for _, ev := range events {
+		// espeak-ng sometimes reports a word on the final punctuation or
+		// past the end (nothing of ours to point at): skip it.
+		if w := r.word(ev); len(engine.Words(r.text[w.TextOffset-r.base:][:w.TextLength])) > 0 {
+			words = append(words, w)
+		} else {
+			r.words--
+		}
+	}
+	if len(pcm) == 0 {
+		if r.pending != nil {
+			r.pending.Words = append(r.pending.Words, words...)
+		} else if len(words) > 0 {
+			r.pending = &engine.Chunk{Sentence: r.sentence, Words: words}
+		}
+		return false
+	}
+	c := &engine.Chunk{Sentence: r.sentence, Words: words, Samples: make([]float32, len(pcm))}
+	for i, v := range pcm {
+		c.Samples[i] = min(max(float32(v)/32768*r.gain, -1), 1)
+	}
+	r.inSent += len(pcm)
+	if r.pending != nil {
+		if err := r.emit(*r.pending); err != nil {
+			r.err = err
+			return true
+		}
+	}
+	r.pending = c
+	return false
+}
+
+// word maps espeak-ng's character position (1-based, in the sentence) to
+// byte offsets in the request text.
+func (r *render) word(ev rawEvent) engine.WordEvent {
+	n := len(r.runeOff) - 1
+	start := min(max(ev.TextPosition-1, 0), n)
+	end := min(max(start+ev.Length, start), n)
+	w := engine.WordEvent{
+		Index:      r.words,
+		TextOffset: r.base + r.runeOff[start],
+		TextLength: r.runeOff[end] - r.runeOff[start],
+		Sample:     r.samples + ev.AudioMs*r.rate/1000,
+	}
+	r.words++
+	return w
+}
+
+// finish emits the held-back chunk as the sentence's last.
+func (r *render) finish() error {
+	c := r.pending
+	if c == nil {
+		c = &engine.Chunk{Sentence: r.sentence}
+	}
+	r.pending = nil
+	c.Last = true
+	return r.emit(*c)
+}
+
+// dataDir is a private mirror of espeak-ng's data directory (symbolic
+// links) with a writable voices/!v, where profiles become variant files.
+type dataDir struct {
+	root   string // passed to espeak_Initialize
+	system string
+}
+
+func (d *dataDir) variantPath(name string) string {
+	return d.root + "/voices/!v/" + name
+}
+
+func (d *dataDir) stockVariant(name string) (string, error) {
+	b, err := os.ReadFile(d.system + "/voices/!v/" + name)
+	if err != nil {
+		return "", fmt.Errorf("espeak: variant %q: %w", name, err)
+	}
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("espeak: variant %q is not text", name)
+	}
+	return strings.ReplaceAll(string(b), "\r", ""), nil
+}
+
+func (d *dataDir) writeVariant(name, content string) error {
+	tmp := d.variantPath(name) + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		return fmt.Errorf("espeak: write variant: %w", err)
+	}
+	return os.Rename(tmp, d.variantPath(name))
+}
+
+func (d *dataDir) remove() error { return os.RemoveAll(d.root) }

@@ -1,0 +1,417 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// ErrWorkerDied: the worker running a sentence went away (its process
+// exited). The pool restarts the worker and retries the sentence once if
+// none of its audio had been delivered; otherwise the request fails with
+// this error.
+var ErrWorkerDied = errors.New("engine: worker died")
+
+// Worker runs one synthesis at a time for the pool. The pool hands it one
+// sentence per call, so Synthesize sees single-sentence text.
+type Worker interface {
+	Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error
+	Close() error
+}
+
+// InProcess makes a Worker of an engine in this process. For espeak-ng,
+// which renders one sentence at a time per process, only one makes sense.
+func InProcess(e Engine) Worker { return inProcess{e} }
+
+type inProcess struct{ Engine }
+
+func (inProcess) Close() error { return nil }
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// Engine answers Name, NativeRate, Languages, Catalog and Enroll, and
+	// is the in-process worker when NewWorker is nil. Required.
+	Engine Engine
+	// Workers is the number of workers (default runtime.NumCPU()).
+	Workers int
+	// QueueDepth bounds the requests admitted at once (being synthesized
+	// or waiting for a worker); beyond it Synthesize returns ErrBusy.
+	// Default 64.
+	QueueDepth int
+	// NewWorker starts worker i (also to replace one that died). Default:
+	// InProcess(Engine).
+	NewWorker func(i int) (Worker, error)
+}
+
+// PoolStats is a snapshot of the pool for metrics and tests.
+type PoolStats struct {
+	Workers   int    // live workers
+	Active    int    // sentences being synthesized now
+	Queued    int    // admitted requests waiting for a worker
+	Requests  int    // admitted requests not yet finished
+	Completed uint64 // requests finished successfully
+	Cancelled uint64 // requests stopped by their context
+	Failed    uint64 // requests ended by an error
+	Rejected  uint64 // requests refused with ErrBusy
+	Restarts  uint64 // workers replaced after dying
+	Sentences uint64 // sentences synthesized
+}
+
+// Pool is an Engine that runs requests on workers sentence by sentence:
+// after each sentence a request goes to the back of the line, so a long
+// text cannot starve a short one.
+type Pool struct {
+	opts PoolOptions
+
+	mu      sync.Mutex
+	wake    *sync.Cond // a job became ready, or the pool closed
+	ready   []*job     // FIFO: round robin over requests
+	closed  bool
+	stats   PoolStats
+	workers []Worker
+	wg      sync.WaitGroup
+}
+
+var _ Engine = (*Pool)(nil)
+
+// NewPool starts the workers.
+func NewPool(opts PoolOptions) (*Pool, error) {
+	if opts.Engine == nil {
+		return nil, errors.New("engine: pool needs an Engine")
+	}
+	if opts.Workers <= 0 {
+		opts.Workers = runtime.NumCPU()
+	}
+	if opts.QueueDepth <= 0 {
+		opts.QueueDepth = 64
+	}
+	if opts.NewWorker == nil {
+		e := opts.Engine
+		opts.NewWorker = func(int) (Worker, error) { return InProcess(e), nil }
+	}
+	p := &Pool{opts: opts, workers: make([]Worker, opts.Workers)}
+	p.wake = sync.NewCond(&p.mu)
+	for i := range p.workers {
+		w, err := opts.NewWorker(i)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("engine: start worker %d: %w", i, err)
+		}
+		p.workers[i] = w
+		p.stats.Workers++
+	}
+	for i := range p.workers {
+		p.wg.Add(1)
+		go p.run(i)
+	}
+	return p, nil
+}
+
+// Close stops the workers; requests still running fail with ErrUnavailable.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil
+	}
+	p.closed = true
+	for _, j := range p.ready {
+		j.fail(fmt.Errorf("%w: pool closed", ErrUnavailable))
+	}
+	p.ready = nil
+	p.wake.Broadcast()
+	p.mu.Unlock()
+	p.wg.Wait()
+	var errs []error
+	for _, w := range p.workers {
+		if w != nil {
+			errs = append(errs, w.Close())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Stats returns a snapshot of the pool's state and counters.
+func (p *Pool) Stats() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	s := p.stats
+	s.Queued = len(p.ready)
+	return s
+}
+
+func (p *Pool) Name() string            { return p.opts.Engine.Name() }
+func (p *Pool) NativeRate() int         { return p.opts.Engine.NativeRate() }
+func (p *Pool) Languages() []string     { return p.opts.Engine.Languages() }
+func (p *Pool) Catalog() []CatalogVoice { return p.opts.Engine.Catalog() }
+func (p *Pool) Enroll(ctx context.Context, clip Clip) ([]byte, error) {
+	return p.opts.Engine.Enroll(ctx, clip)
+}
+
+// maxAhead is how many synthesized sentences of a request may wait for
+// its consumer before the request stops taking worker turns: a slow
+// client must not make the pool render its whole text into memory.
+const maxAhead = 2
+
+// job is one request in the pool. Its fields are guarded by Pool.mu.
+type job struct {
+	ctx    context.Context // cancelled when the caller stops
+	req    Request
+	sents  []Span
+	next   int  // next sentence to dispatch
+	busy   bool // a worker holds the job
+	parked bool // waiting for its consumer to catch up
+	ahead  int  // sentences rendered but not yet delivered
+	chunks []Chunk
+	err    error
+	stop   bool       // caller gave up: do not dispatch more
+	cond   *sync.Cond // chunks, completion or failure for the caller
+
+	samples, words int // offsets of the next sentence in the request's audio
+}
+
+func (j *job) fail(err error) {
+	if j.err == nil {
+		j.err = err
+	}
+	j.cond.Broadcast()
+}
+
+func (j *job) finished() bool { return j.next == len(j.sents) && !j.busy }
+
+// Synthesize splits req.Text into sentences and delivers their chunks in
+// order, with Sentence, word offsets and sample positions relative to the
+// whole request. Returns ErrBusy (wrapped) when the queue is full.
+func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error {
+	sents := Sentences(req.Text)
+	if len(sents) == 0 {
+		return fmt.Errorf("%w: no text to speak", ErrInvalidInput)
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu)}
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return fmt.Errorf("%w: pool closed", ErrUnavailable)
+	case p.stats.Requests >= p.opts.QueueDepth:
+		p.stats.Rejected++
+		p.mu.Unlock()
+		return fmt.Errorf("%w: %d requests in the engine queue", ErrBusy, p.stats.Requests)
+	}
+	p.stats.Requests++
+	p.enqueue(j)
+	p.mu.Unlock()
+	stopWake := context.AfterFunc(ctx, func() {
+		p.mu.Lock()
+		j.cond.Broadcast()
+		p.mu.Unlock()
+	})
+	defer stopWake()
+	err := p.deliver(j, emit)
+	p.mu.Lock()
+	j.stop = true
+	p.dequeue(j)
+	cancel() // stops the sentence in flight, if any
+	for j.busy {
+		j.cond.Wait()
+	}
+	p.stats.Requests--
+	switch {
+	case err == nil:
+		p.stats.Completed++
+	case ctx.Err() != nil:
+		p.stats.Cancelled++
+		err = ctx.Err()
+	default:
+		p.stats.Failed++
+	}
+	p.mu.Unlock()
+	return err
+}
+
+// deliver runs on the caller's goroutine: it hands chunks to emit, so a
+// slow consumer never holds a worker.
+func (p *Pool) deliver(j *job, emit func(Chunk) error) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(j.chunks) == 0 && j.err == nil && !j.finished() && j.ctx.Err() == nil {
+			j.cond.Wait()
+		}
+		if err := j.ctx.Err(); err != nil {
+			return err
+		}
+		if len(j.chunks) == 0 {
+			return j.err // nil when finished
+		}
+		c := j.chunks[0]
+		j.chunks = j.chunks[1:]
+		p.mu.Unlock()
+		err := emit(c)
+		p.mu.Lock()
+		if err != nil {
+			return err
+		}
+		if c.Last {
+			j.ahead--
+			if j.parked && j.ahead < maxAhead {
+				j.parked = false
+				p.enqueue(j)
+			}
+		}
+	}
+}
+
+func (p *Pool) enqueue(j *job) {
+	if p.closed {
+		j.fail(fmt.Errorf("%w: pool closed", ErrUnavailable))
+		return
+	}
+	p.ready = append(p.ready, j)
+	p.wake.Signal()
+}
+
+func (p *Pool) dequeue(j *job) {
+	for i, r := range p.ready {
+		if r == j {
+			p.ready = append(p.ready[:i], p.ready[i+1:]...)
+			return
+		}
+	}
+}
+
+// run is worker i's loop: take the request at the front, render its next
+// sentence, put it at the back.
+func (p *Pool) run(i int) {
+	defer p.wg.Done()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		for len(p.ready) == 0 && !p.closed {
+			p.wake.Wait()
+		}
+		if p.closed {
+			return
+		}
+		j := p.ready[0]
+		p.ready = p.ready[1:]
+		idx := j.next
+		j.next++
+		j.busy = true
+		p.stats.Active++
+		p.mu.Unlock()
+		err := p.sentence(i, j, idx)
+		p.mu.Lock()
+		p.stats.Active--
+		p.stats.Sentences++
+		j.busy = false
+		switch {
+		case err != nil:
+			j.fail(err)
+		case j.stop || j.ctx.Err() != nil:
+		case j.next < len(j.sents):
+			j.ahead++
+			if j.ahead < maxAhead {
+				p.enqueue(j)
+			} else {
+				j.parked = true
+			}
+		default:
+			j.ahead++
+		}
+		j.cond.Broadcast()
+	}
+}
+
+// sentence renders sentence idx of j on worker i, restarting the worker
+// and retrying once if it dies before any audio was delivered.
+func (p *Pool) sentence(i int, j *job, idx int) error {
+	span := j.sents[idx]
+	req := j.req
+	req.Text = span.Text
+	for attempt := 0; ; attempt++ {
+		w, err := p.worker(i)
+		if err != nil {
+			return err
+		}
+		got, samples, words, last := 0, 0, 0, false
+		err = w.Synthesize(j.ctx, req, func(c Chunk) error {
+			last = c.Last
+			c.Sentence = idx
+			if len(c.Words) > 0 {
+				ws := make([]WordEvent, len(c.Words))
+				for k, e := range c.Words {
+					e.Index += j.words
+					e.TextOffset += span.Start
+					e.Sample += j.samples
+					ws[k] = e
+				}
+				c.Words = ws
+				words += len(ws)
+			}
+			samples += len(c.Samples)
+			got++
+			p.mu.Lock()
+			j.chunks = append(j.chunks, c)
+			j.cond.Broadcast()
+			p.mu.Unlock()
+			return nil
+		})
+		if errors.Is(err, ErrWorkerDied) {
+			p.replace(i, w)
+			if got == 0 && attempt == 0 && j.ctx.Err() == nil {
+				continue
+			}
+			return fmt.Errorf("engine: sentence %d: %w", idx, err)
+		}
+		if err != nil {
+			return err
+		}
+		if !last {
+			// Consumers and the look-ahead count rely on one Last per
+			// sentence; an engine that ended without one gets it here.
+			p.mu.Lock()
+			j.chunks = append(j.chunks, Chunk{Sentence: idx, Last: true})
+			j.cond.Broadcast()
+			p.mu.Unlock()
+		}
+		j.samples += samples
+		j.words += words
+		return nil
+	}
+}
+
+// worker returns worker i, starting a replacement if the last one died.
+func (p *Pool) worker(i int) (Worker, error) {
+	p.mu.Lock()
+	w := p.workers[i]
+	p.mu.Unlock()
+	if w != nil {
+		return w, nil
+	}
+	w, err := p.opts.NewWorker(i)
+	if err != nil {
+		return nil, fmt.Errorf("%w: restart worker %d: %v", ErrUnavailable, i, err)
+	}
+	p.mu.Lock()
+	p.workers[i] = w
+	p.stats.Workers++
+	p.stats.Restarts++
+	p.mu.Unlock()
+	return w, nil
+}
+
+// replace drops a dead worker; the next sentence on slot i starts a new one.
+func (p *Pool) replace(i int, dead Worker) {
+	dead.Close()
+	p.mu.Lock()
+	if p.workers[i] == dead {
+		p.workers[i] = nil
+		p.stats.Workers--
+	}
+	p.mu.Unlock()
+}

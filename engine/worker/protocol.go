@@ -1,0 +1,215 @@
+// Package worker runs an engine in another process (`voicesvc
+// engine-worker`) and talks to it over a pipe, so that an engine that can
+// only render one sentence at a time per process (espeak-ng) can use more
+// cores.
+//
+// The protocol is a stream of frames in both directions:
+//
+//	frame   = length:uint32 (big endian, of type+payload) type:byte payload
+//	request = 'R' id:uint64 json{text, lang, profile, params}   parent -> child
+//	cancel  = 'X' id:uint64                                     parent -> child
+//	chunk   = 'C' id:uint64 sentence:uint32 last:byte
+//	          nwords:uint32 {index, offset, length, sample: int32}*
+//	          nsamples:uint32 float32 little endian*            child -> parent
+//	done    = 'D' id:uint64                                     child -> parent
+//	error   = 'E' id:uint64 kind:byte message                   child -> parent
+//
+// Every request ends with exactly one done or error frame, also after a
+// cancel. Closing the child's stdin makes it finish and exit.
+package worker
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+
+	"voicesvc/engine"
+)
+
+const (
+	frameRequest = 'R'
+	frameCancel  = 'X'
+	frameChunk   = 'C'
+	frameDone    = 'D'
+	frameError   = 'E'
+
+	// maxFrame bounds what a reader accepts: a corrupt length must not
+	// make it allocate gigabytes.
+	maxFrame = 64 << 20
+)
+
+// Error kinds carried by an error frame, so typed errors survive the pipe.
+const (
+	kindOther byte = iota
+	kindInvalidInput
+	kindBusy
+	kindUnavailable
+	kindCancelled
+	kindClipUnusable
+)
+
+var kinds = []struct {
+	kind byte
+	err  error
+}{
+	{kindInvalidInput, engine.ErrInvalidInput},
+	{kindBusy, engine.ErrBusy},
+	{kindUnavailable, engine.ErrUnavailable},
+	{kindCancelled, context.Canceled},
+	{kindClipUnusable, engine.ErrClipUnusable},
+}
+
+func errorKind(err error) byte {
+	for _, k := range kinds {
+		if errors.Is(err, k.err) {
+			return k.kind
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return kindCancelled
+	}
+	return kindOther
+}
+
+// remoteError is an error reported by the child, matching the typed error
+// of its kind with errors.Is.
+type remoteError struct {
+	kind byte
+	msg  string
+}
+
+func (e *remoteError) Error() string { return "engine worker: " + e.msg }
+
+func (e *remoteError) Is(target error) bool {
+	for _, k := range kinds {
+		if k.kind == e.kind && target == k.err {
+			return true
+		}
+	}
+	return false
+}
+
+// wireRequest is the JSON payload of a request frame.
+type wireRequest struct {
+	Text    string        `json:"text"`
+	Lang    string        `json:"lang,omitempty"`
+	Profile []byte        `json:"profile,omitempty"`
+	Params  engine.Params `json:"params"`
+}
+
+type frame struct {
+	typ     byte
+	id      uint64
+	payload []byte // after the id
+}
+
+func writeFrame(w *bufio.Writer, typ byte, id uint64, payload ...[]byte) error {
+	n := 1 + 8
+	for _, p := range payload {
+		n += len(p)
+	}
+	var hdr [13]byte
+	binary.BigEndian.PutUint32(hdr[:4], uint32(n))
+	hdr[4] = typ
+	binary.BigEndian.PutUint64(hdr[5:], id)
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	for _, p := range payload {
+		if _, err := w.Write(p); err != nil {
+			return err
+		}
+	}
+	return w.Flush()
+}
+
+func readFrame(r *bufio.Reader) (frame, error) {
+	var hdr [4]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n < 9 || n > maxFrame {
+		return frame{}, fmt.Errorf("engine worker: bad frame length %d", n)
+	}
+	buf := make([]byte, n)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return frame{}, err
+	}
+	return frame{typ: buf[0], id: binary.BigEndian.Uint64(buf[1:9]), payload: buf[9:]}, nil
+}
+
+func encodeChunk(c engine.Chunk) []byte {
+	b := make([]byte, 0, 13+16*len(c.Words)+4*len(c.Samples))
+	b = binary.BigEndian.AppendUint32(b, uint32(c.Sentence))
+	last := byte(0)
+	if c.Last {
+		last = 1
+	}
+	b = append(b, last)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Words)))
+	for _, w := range c.Words {
+		for _, v := range [4]int{w.Index, w.TextOffset, w.TextLength, w.Sample} {
+			b = binary.BigEndian.AppendUint32(b, uint32(int32(v)))
+		}
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Samples)))
+	for _, s := range c.Samples {
+		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(s))
+	}
+	return b
+}
+
+var errShort = errors.New("engine worker: short chunk frame")
+
+func decodeChunk(b []byte) (engine.Chunk, error) {
+	var c engine.Chunk
+	if len(b) < 9 {
+		return c, errShort
+	}
+	c.Sentence = int(binary.BigEndian.Uint32(b))
+	c.Last = b[4] == 1
+	nw := int(binary.BigEndian.Uint32(b[5:]))
+	b = b[9:]
+	if nw < 0 || nw > len(b)/16 {
+		return c, errShort
+	}
+	if nw > 0 {
+		c.Words = make([]engine.WordEvent, nw)
+	}
+	for i := range c.Words {
+		v := func(k int) int { return int(int32(binary.BigEndian.Uint32(b[16*i+4*k:]))) }
+		c.Words[i] = engine.WordEvent{Index: v(0), TextOffset: v(1), TextLength: v(2), Sample: v(3)}
+	}
+	b = b[16*nw:]
+	if len(b) < 4 {
+		return c, errShort
+	}
+	ns := int(binary.BigEndian.Uint32(b))
+	b = b[4:]
+	if ns < 0 || ns != len(b)/4 || len(b)%4 != 0 {
+		return c, errShort
+	}
+	c.Samples = make([]float32, ns)
+	for i := range c.Samples {
+		c.Samples[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+	return c, nil
+}
+
+func encodeRequest(req engine.Request) ([]byte, error) {
+	return json.Marshal(wireRequest{Text: req.Text, Lang: req.Language, Profile: req.Profile, Params: req.Params})
+}
+
+func decodeRequest(b []byte) (engine.Request, error) {
+	var w wireRequest
+	if err := json.Unmarshal(b, &w); err != nil {
+		return engine.Request{}, err
+	}
+	return engine.Request{Text: w.Text, Language: w.Lang, Profile: w.Profile, Params: w.Params}, nil
+}

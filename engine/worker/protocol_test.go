@@ -1,0 +1,70 @@
+package worker
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+
+	"voicesvc/engine"
+)
+
+func TestChunkRoundTrip(t *testing.T) {
+	tests := []engine.Chunk{
+		{},
+		{Sentence: 3, Last: true},
+		{Samples: []float32{0, -1, 0.5, 1e-9}, Words: []engine.WordEvent{{Index: 1, TextOffset: 7, TextLength: 5, Sample: 1234}}},
+	}
+	for _, c := range tests {
+		var buf bytes.Buffer
+		w := bufio.NewWriter(&buf)
+		if err := writeFrame(w, frameChunk, 42, encodeChunk(c)); err != nil {
+			t.Fatal(err)
+		}
+		f, err := readFrame(bufio.NewReader(&buf))
+		if err != nil || f.typ != frameChunk || f.id != 42 {
+			t.Fatalf("frame %+v, %v", f, err)
+		}
+		got, err := decodeChunk(f.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(c.Samples) == 0 {
+			c.Samples = []float32{}
+		}
+		if !reflect.DeepEqual(got, c) {
+			t.Errorf("got %+v, want %+v", got, c)
+		}
+	}
+}
+
+func TestRemoteErrorKinds(t *testing.T) {
+	for _, k := range kinds {
+		err := &remoteError{kind: errorKind(k.err), msg: "x"}
+		if !errors.Is(err, k.err) {
+			t.Errorf("kind %d does not match %v", k.kind, k.err)
+		}
+	}
+}
+
+// FuzzDecode: whatever bytes arrive, the reader and chunk decoder return
+// an error instead of panicking.
+func FuzzDecode(f *testing.F) {
+	var buf bytes.Buffer
+	writeFrame(bufio.NewWriter(&buf), frameChunk, 1, encodeChunk(engine.Chunk{Samples: []float32{1, 2}, Words: []engine.WordEvent{{}}}))
+	f.Add(buf.Bytes())
+	f.Add([]byte{0, 0, 0, 9, 'C', 0, 0, 0, 0, 0, 0, 0, 1})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := bufio.NewReader(bytes.NewReader(b))
+		for {
+			fr, err := readFrame(r)
+			if err != nil {
+				return
+			}
+			decodeChunk(fr.payload)
+			decodeRequest(fr.payload)
+		}
+	})
+}

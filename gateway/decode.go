@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+// fieldCodes maps a JSON field (dotted path as encoding/json reports it,
+// e.g. "settings.speed") to the 400 code a wrong type in it answers. A
+// field is matched exactly, then by its first segment; anything else is
+// invalid_request.
+type fieldCodes map[string]string
+
+func (f fieldCodes) code(field string) string {
+	if c, ok := f[field]; ok {
+		return c
+	}
+	if i := strings.IndexByte(field, '.'); i > 0 {
+		if c, ok := f[field[:i]]; ok {
+			return c
+		}
+	}
+	return control.EInvalidRequest
+}
+
+// decodeJSON reads the request body into dst, a pointer to a struct. The
+// rules of decisions.md: unknown fields are ignored; malformed JSON is 400
+// invalid_json; a value of the wrong type (a string where a number is
+// required) is 400 with the code codes gives its field; a body that is not
+// one JSON object is 400 invalid_request. An empty body decodes as {}.
+// The body size was capped before the body was read (Server.requestConfig);
+// max repeats the check for handlers served outside that server.
+func decodeJSON(ctx *fasthttp.RequestCtx, max int, dst any, codes fieldCodes) error {
+	return decodeBody(ctx.Request.Body(), max, dst, codes)
+}
+
+func decodeBody(body []byte, max int, dst any, codes fieldCodes) error {
+	if max > 0 && len(body) > max {
+		return control.Errorf(control.EPayloadTooLarge, "request body too large")
+	}
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return nil
+	}
+	if body[0] != '{' {
+		if !json.Valid(body) {
+			return control.Errorf(control.EInvalidJSON, "request body is not valid JSON")
+		}
+		return control.Errorf(control.EInvalidRequest, "request body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(dst); err != nil {
+		return jsonError(err, codes)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return control.Errorf(control.EInvalidJSON, "unexpected data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns an encoding/json error into the 400 the field calls for.
+func jsonError(err error, codes fieldCodes) error {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		field := te.Field
+		if field == "" {
+			return control.Errorf(control.EInvalidRequest, "request body must be a JSON object")
+		}
+		return control.Errorf(codes.code(field), "%s: expected %s, got %s", field, kindName(te.Type), te.Value)
+	}
+	var fe *fieldError
+	if errors.As(err, &fe) {
+		return control.Errorf(codes.code(fe.field), "%s: %s", fe.field, fe.msg)
+	}
+	var ce *control.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	return control.Errorf(control.EInvalidJSON, "request body is not valid JSON")
+}
+
+// fieldError is returned by custom UnmarshalJSON methods to name the field
+// whose value was refused.
+type fieldError struct{ field, msg string }
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+func kindName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Float64, reflect.Float32, reflect.Int, reflect.Int64, reflect.Int32,
+		reflect.Uint, reflect.Uint64, reflect.Uint32:
+		return "a number"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.String:
+		return "a string"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}

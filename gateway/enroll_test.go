@@ -1,0 +1,113 @@
+package gateway
+
+import (
+	"bytes"
+	"log/slog"
+	"mime/multipart"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+func TestPlainlyText(t *testing.T) {
+	cases := []struct {
+		name string
+		b    []byte
+		want bool
+	}{
+		{"csv", []byte("name,age\nalice,30\n"), true},
+		{"utf-8 prose", []byte("Grüße, 世界!\r\n"), true},
+		{"long text cut mid-rune", []byte(strings.Repeat("é", 2000)), true},
+		{"wav", []byte("RIFF\x24\x00\x00\x00WAVEfmt "), false},
+		{"flac", []byte("fLaC\x00\x00\x00\x22"), false},
+		{"ogg", []byte("OggS\x00\x02\x00\x00"), false},
+		{"id3", []byte("ID3\x04\x00\x00\x00\x00\x00\x00"), false},
+		{"mp3 frame", []byte{0xff, 0xfb, 0x90, 0x64}, false},
+		{"binary", []byte{0, 1, 2, 3}, false},
+	}
+	for _, c := range cases {
+		if got := plainlyText(c.b); got != c.want {
+			t.Errorf("%s: plainlyText = %v", c.name, got)
+		}
+	}
+}
+
+// /media/ serves only the runner's file names from the media directory.
+func TestMediaRoute(t *testing.T) {
+	dir := t.TempDir()
+	name := strings.Repeat("a", 24) + "-" + strings.Repeat("b", 24) + ".wav"
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("RIFFdata"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(dir), "secret.wav"), []byte("x"), 0o644)
+	srv, err := New(Config{}, Deps{Store: openStore(t, filepath.Join(t.TempDir(), "db")), MediaDir: dir,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	get := func(path string) *fasthttp.RequestCtx {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI(path)
+		ctx.Request.Header.SetMethod("GET")
+		srv.Handler()(&ctx)
+		return &ctx
+	}
+	ctx := get("/media/" + name)
+	if ctx.Response.StatusCode() != 200 || string(ctx.Response.Header.ContentType()) != "audio/wav" {
+		t.Fatalf("preview: %d %q", ctx.Response.StatusCode(), ctx.Response.Header.ContentType())
+	}
+	for _, p := range []string{"/media/../secret.wav", "/media/%2e%2e%2fsecret.wav", "/media/" + strings.Repeat("c", 24) + "-" +
+		strings.Repeat("b", 24) + ".wav", "/media/x.wav", "/media/" + strings.ToUpper(name), "/media/"} {
+		if c := get(p); c.Response.StatusCode() != 404 {
+			t.Errorf("%s: %d, want 404", p, c.Response.StatusCode())
+		}
+	}
+}
+
+func TestValidMediaName(t *testing.T) {
+	id := strings.Repeat("0", 24)
+	for name, want := range map[string]bool{
+		id + "-" + id + ".wav":     true,
+		id + "-" + id + ".WAV":     false,
+		id + "/" + id + ".wav":     false,
+		"../" + id + "-" + id[3:]:  false,
+		id + "-" + id + ".wav.tmp": false,
+	} {
+		if validMediaName(name) != want {
+			t.Errorf("%q: want %v", name, want)
+		}
+	}
+}
+
+// Consent is recorded on the voice with the time and the key that gave it.
+func TestCloneRecordsConsent(t *testing.T) {
+	ts := newTestServer(t, "")
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	w.WriteField("name", "me")
+	w.WriteField("consent", "true")
+	fw, _ := w.CreateFormFile("file", "a.wav")
+	fw.Write([]byte("RIFF\x24\x00\x00\x00WAVEfmt "))
+	w.Close()
+	before := control.NowMS()
+	r := ts.do("POST", "/voices/clone", ts.key, body.Bytes(), "Content-Type", w.FormDataContentType())
+	d := r.data(t, 202)
+	id := d["voice"].(map[string]any)["id"].(string)
+	v, err := ts.store.GetVoice(t.Context(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := ts.store.GetAPIKeyByHash(t.Context(), control.HashSecret(ts.key))
+	if v.ConsentAt < before || k == nil || v.ConsentKeyID != k.ID || v.Status != control.VoiceProcessing {
+		t.Fatalf("voice %+v (key %+v)", v, k)
+	}
+	if _, ok := d["job_id"].(string); !ok {
+		t.Fatalf("no job_id: %v", d)
+	}
+}

@@ -1,0 +1,253 @@
+package gateway
+
+import (
+	"context"
+	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+// handlerFunc is an authenticated API handler: p is never nil and has the
+// route's scope. It must end in exactly one writeData or writeError, and
+// must not keep ctx after it returns. p belongs to this request alone and
+// is never changed by the server, so a stream writer may keep it.
+type handlerFunc func(ctx *fasthttp.RequestCtx, p *Principal)
+
+// route is what the wrapper knows about one registered route.
+type route struct {
+	name  string // metrics and log label: "GET /voices/{id}"
+	scope string // scope required of an API key; "" = no authentication
+	// tokens: `Authorization: Bearer vst_...` access tokens are accepted
+	// (speak, stream). bearerKeys: `Authorization: Bearer vsk_...` API keys
+	// are accepted (the compat endpoint, interface 5.4).
+	tokens     bool
+	bearerKeys bool
+	// cors: answer with CORS headers (API routes, decisions.md "Browsers").
+	cors bool
+
+	latency prometheus.Observer
+	byCode  [500]atomic.Pointer[prometheus.Counter] // status 100-599
+	m       *metrics
+}
+
+// routes registers every route. New resources add their lines here and a
+// file of handlers next to voices.go.
+func (s *Server) routes() {
+	r := router.New()
+	// Redirects would answer API clients with 301/308 and no envelope.
+	r.RedirectTrailingSlash = false
+	r.RedirectFixedPath = false
+	r.HandleMethodNotAllowed = true
+	r.HandleOPTIONS = false // the preflight route below answers OPTIONS
+	s.router = r
+
+	s.errorRoute = s.newRoute("error", "", true)
+	r.NotFound = s.plain(s.newRoute("unmatched", "", true), s.notFound)
+	r.MethodNotAllowed = s.plain(s.newRoute("method_not_allowed", "", true), s.methodNotAllowed)
+
+	api := r.Group(APIRoot)
+	s.api(api, "GET", "/voices", control.ScopeVoicesRead, s.listVoices)
+	s.api(api, "POST", "/voices", control.ScopeVoicesWrite, s.idempotent(s.createVoice))
+	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, s.getVoice)
+	s.api(api, "PATCH", "/voices/{id}", control.ScopeVoicesWrite, s.updateVoice)
+	s.api(api, "DELETE", "/voices/{id}", control.ScopeVoicesWrite, s.deleteVoice)
+	s.api(api, "GET", "/jobs/{id}", control.ScopeVoicesRead, s.getJob)
+	// Uploads (enroll.go, clone.go): multipart, free, answered 202.
+	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, s.idempotent(s.enroll))
+	s.api(api, "POST", "/voices/clone", control.ScopeClone, s.idempotent(s.clone))
+	// Synthesis (speak.go, stream.go). Access tokens are accepted; an
+	// idempotency wrapper (idempotency.go) goes around s.speak, whose
+	// response is buffered whenever an Idempotency-Key is sent.
+	s.api(api, "POST", "/voices/{id}/speak", control.ScopeTTS, s.idempotent(s.speak)).tokens = true
+	s.api(api, "POST", "/voices/{id}/stream", control.ScopeTTS, s.stream).tokens = true
+	s.tokenRoutes(api) // POST /tokens; token auth and consumption (tokens.go)
+	// POST /compat/audio/speech: bearer API keys, third-party errors (compat.go)
+	s.compatRoutes(api)
+	s.wsRoutes(api) // GET /stream: the realtime WebSocket (ws.go)
+	api.OPTIONS("/{path:*}", s.plain(s.newRoute("OPTIONS preflight", "", true), s.preflight))
+
+	r.GET("/healthz", s.plain(s.newRoute("GET /healthz", "", false), s.healthz))
+	r.GET("/readyz", s.plain(s.newRoute("GET /readyz", "", false), s.readyz))
+	r.GET("/metrics", s.plain(s.newRoute("GET /metrics", "", false), s.metrics.serve))
+	r.GET("/media/{name}", s.plain(s.newRoute("GET /media/{name}", "", true), s.media))
+}
+
+func (s *Server) newRoute(name, scope string, cors bool) *route {
+	return &route{name: name, scope: scope, cors: cors, m: s.metrics,
+		latency: s.metrics.latency.WithLabelValues(name)}
+}
+
+// api registers an authenticated API route under the API root. Routes that
+// take tokens or bearer keys build their *route with newRoute and set the
+// flags before calling handle.
+func (s *Server) api(g *router.Group, method, path, scope string, h handlerFunc) *route {
+	rt := s.newRoute(method+" "+path, scope, true)
+	s.handle(g, method, path, rt, h)
+	return rt
+}
+
+func (s *Server) handle(g *router.Group, method, path string, rt *route, h handlerFunc) {
+	g.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
+		start := reqStart(ctx)
+		s.begin(ctx, rt)
+		defer s.finish(ctx, rt, start)
+		p, err := s.authenticate(ctx, rt)
+		if err == nil {
+			err = s.admitRequest(ctx, p) // requests per second (admission.go)
+		}
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		h(ctx, p)
+	})
+}
+
+// plain wraps an unauthenticated handler (health, metrics, 404, 405,
+// preflight) with the same request id, CORS, metrics and logging.
+func (s *Server) plain(rt *route, h fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		start := reqStart(ctx)
+		s.begin(ctx, rt)
+		defer s.finish(ctx, rt, start)
+		h(ctx)
+	}
+}
+
+var (
+	hdrRequestID     = []byte("X-Request-Id")
+	hdrACAO          = []byte("Access-Control-Allow-Origin")
+	hdrACEH          = []byte("Access-Control-Expose-Headers")
+	hdrACAM          = []byte("Access-Control-Allow-Methods")
+	hdrACAH          = []byte("Access-Control-Allow-Headers")
+	hdrACMA          = []byte("Access-Control-Max-Age")
+	valAnyOrigin     = []byte("*")
+	valExposeHeaders = []byte("RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, X-Billing-Remaining")
+	valAllowMethods  = []byte("GET, POST, PATCH, DELETE, OPTIONS")
+	valAllowHeaders  = []byte("X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id")
+	valMaxAge        = []byte("600")
+)
+
+// begin stamps the request id and, on API routes, the CORS headers before
+// anything else can answer, so that every response carries them.
+func (s *Server) begin(ctx *fasthttp.RequestCtx, rt *route) {
+	h := &ctx.Response.Header
+	if id := ctx.Request.Header.PeekBytes(hdrRequestID); validRequestID(id) {
+		h.SetCanonical(hdrRequestID, id)
+	} else {
+		var buf [28]byte
+		h.SetCanonical(hdrRequestID, newRequestID(&buf))
+	}
+	if rt.cors {
+		// Keys travel in headers, never cookies, so any origin may call.
+		h.SetCanonical(hdrACAO, valAnyOrigin)
+		h.SetCanonical(hdrACEH, valExposeHeaders)
+	}
+}
+
+// finish recovers a panicking handler, then records metrics and the access
+// log line. It runs deferred, so it sees the final status.
+func (s *Server) finish(ctx *fasthttp.RequestCtx, rt *route, start time.Time) {
+	if v := recover(); v != nil {
+		s.log.Error("panic in handler", "route", rt.name, "request_id", string(requestID(ctx)),
+			"panic", v, "stack", string(debug.Stack()))
+		ctx.Response.ResetBody()
+		s.writeError(ctx, control.Errorf(control.EInternal, "panic: %v", v))
+	}
+	status := ctx.Response.StatusCode()
+	d := time.Since(start)
+	rt.observe(status, d)
+	if s.log.Enabled(context.Background(), slog.LevelInfo) {
+		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
+			slog.String("request_id", string(requestID(ctx))),
+			slog.String("route", rt.name),
+			slog.String("method", string(ctx.Method())),
+			slog.Int("status", status),
+			slog.Duration("duration", d))
+	}
+}
+
+func (rt *route) observe(status int, d time.Duration) {
+	rt.latency.Observe(d.Seconds())
+	i := status - 100
+	if i < 0 || i >= len(rt.byCode) {
+		i = 500 - 100 // nonsense statuses count as 500
+	}
+	c := rt.byCode[i].Load()
+	if c == nil {
+		cv := rt.m.requests.WithLabelValues(rt.name, statusText(i+100))
+		c = &cv
+		rt.byCode[i].Store(c)
+	}
+	(*c).Inc()
+}
+
+// reqStart is when fasthttp handed the request, read whole, to the
+// handler; it saves a clock read per request. Contexts made outside a server (tests,
+// fuzzing) have none.
+func reqStart(ctx *fasthttp.RequestCtx) time.Time {
+	if t := ctx.Time(); !t.IsZero() {
+		return t
+	}
+	return time.Now()
+}
+
+// requestID is the id begin stamped on the response.
+func requestID(ctx *fasthttp.RequestCtx) []byte {
+	return ctx.Response.Header.PeekBytes(hdrRequestID)
+}
+
+// validRequestID: an incoming X-Request-Id of 1-128 printable ASCII
+// characters is kept, so that a caller's trace id survives the hop.
+func validRequestID(id []byte) bool {
+	if len(id) == 0 || len(id) > 128 {
+		return false
+	}
+	for _, c := range id {
+		if c < 0x20 || c > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+const hexDigits = "0123456789abcdef"
+
+// newRequestID writes "req_" + 24 hex into buf. Request ids need to be
+// unique, not secret, so the runtime's fast per-thread generator does.
+func newRequestID(buf *[28]byte) []byte {
+	copy(buf[:], "req_")
+	a, b := rand.Uint64(), rand.Uint32()
+	for i := 0; i < 16; i++ {
+		buf[4+i] = hexDigits[a>>(60-4*i)&0xf]
+	}
+	for i := 0; i < 8; i++ {
+		buf[20+i] = hexDigits[b>>(28-4*i)&0xf]
+	}
+	return buf[:]
+}
+
+// preflight answers CORS preflight requests for any API path.
+func (s *Server) preflight(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Response.Header
+	h.SetCanonical(hdrACAM, valAllowMethods)
+	h.SetCanonical(hdrACAH, valAllowHeaders)
+	h.SetCanonical(hdrACMA, valMaxAge)
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
+	s.writeError(ctx, errNotFound)
+}
+
+func (s *Server) methodNotAllowed(ctx *fasthttp.RequestCtx) {
+	s.writeError(ctx, control.Errorf(control.EMethodNotAllowed, "method not allowed"))
+}

@@ -1,0 +1,346 @@
+// Package gateway is the HTTP face of voicesvc: a fasthttp server with the
+// routes of interface.md under /voice-svc/api/v1/public, plus /healthz,
+// /readyz and /metrics at the root.
+//
+// Every handler reads the same way: parse the request, call the store or the
+// engine, then end in exactly one of writeData or writeError. Request ids,
+// CORS, authentication and scope checks, metrics and the access log are done
+// by the route wrapper (middleware.go), so handlers never repeat them.
+//
+// Adding a route: write `func (s *Server) x(ctx *fasthttp.RequestCtx, p
+// *Principal)` in the resource's file (voices.go is the model), register it
+// in routes() with its scope (decisions.md "Scopes per endpoint"), and in
+// the handler:
+//
+//	in, err := parse...(ctx.Request.Body())    // decodeJSON for JSON bodies
+//	if err != nil { s.writeError(ctx, err); return }
+//	out, err := s.store.Something(...)          // errors are *control.Error
+//	if err != nil { s.writeError(ctx, err); return }
+//	s.writeData(ctx, 200, payload)              // payload.appendJSON, or jsonValue{v}
+//
+// p is the authenticated workspace (never nil on API routes, scope already
+// checked). Errors are always *control.Error values (status from the code
+// table in control/error.go); anything else is answered 500 and logged.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+	"voicesvc/engine"
+)
+
+// APIRoot is the path prefix of every public API route.
+const APIRoot = "/voice-svc/api/v1/public"
+
+// Config tunes the HTTP server. Zero fields take the defaults of
+// DefaultConfig, so Config{} is a working configuration.
+type Config struct {
+	// ReadTimeout bounds reading one request (headers and body) on JSON
+	// routes; UploadReadTimeout replaces it for enroll and clone uploads.
+	ReadTimeout       time.Duration
+	UploadReadTimeout time.Duration
+	// WriteTimeout bounds writing one response. fasthttp applies it to the
+	// whole response, streamed bodies included, so SSE and compat routes get
+	// StreamWriteTimeout instead: the longest a single stream may run. A
+	// streaming writer must still stop on its first failed write.
+	WriteTimeout       time.Duration
+	StreamWriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle for this long.
+	IdleTimeout time.Duration
+	// ReadBufferSize is the per-connection read buffer; fasthttp refuses
+	// request headers that do not fit in it, so it is the header size limit.
+	ReadBufferSize int
+	// MaxJSONBody caps JSON request bodies (speak text is at most 10,000
+	// characters, so 256 KiB leaves room for escapes); MaxUploadBody caps
+	// multipart uploads (interface 8: 21 MiB). Larger bodies answer 413.
+	MaxJSONBody   int
+	MaxUploadBody int
+	// KeyCacheMB sizes the API-key cache. KeyCacheTTL bounds how long a
+	// cached key is trusted even if the change feed stayed silent;
+	// NegativeKeyTTL how long an unknown key is remembered as unknown.
+	KeyCacheMB     int
+	KeyCacheTTL    time.Duration
+	NegativeKeyTTL time.Duration
+	// VoiceCacheTTL bounds how stale a cached voice may be on this server
+	// when another process changed it without a change-feed event.
+	VoiceCacheTTL time.Duration
+	// SSEChunk is the audio per SSE chunk event after the first, which
+	// leaves at once; 0: synth.DefaultCoalesce (60 ms).
+	SSEChunk time.Duration
+	// WSIdleTimeout ends a realtime session without client messages or
+	// synthesis for this long (session_ended idle); 0: 600 s (ws.go).
+	WSIdleTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults used for zero Config fields.
+func DefaultConfig() Config {
+	return Config{
+		ReadTimeout:        30 * time.Second,
+		UploadReadTimeout:  5 * time.Minute,
+		WriteTimeout:       60 * time.Second,
+		StreamWriteTimeout: time.Hour,
+		IdleTimeout:        2 * time.Minute,
+		ReadBufferSize:     16 << 10,
+		MaxJSONBody:        256 << 10,
+		MaxUploadBody:      21 << 20,
+		KeyCacheMB:         64,
+		KeyCacheTTL:        5 * time.Minute,
+		NegativeKeyTTL:     2 * time.Second,
+		VoiceCacheTTL:      30 * time.Second,
+	}
+}
+
+func (c Config) withDefaults() Config {
+	d := DefaultConfig()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&c.ReadTimeout, d.ReadTimeout)
+	set(&c.UploadReadTimeout, d.UploadReadTimeout)
+	set(&c.WriteTimeout, d.WriteTimeout)
+	set(&c.StreamWriteTimeout, d.StreamWriteTimeout)
+	set(&c.IdleTimeout, d.IdleTimeout)
+	set(&c.KeyCacheTTL, d.KeyCacheTTL)
+	set(&c.NegativeKeyTTL, d.NegativeKeyTTL)
+	set(&c.VoiceCacheTTL, d.VoiceCacheTTL)
+	setInt(&c.ReadBufferSize, d.ReadBufferSize)
+	setInt(&c.MaxJSONBody, d.MaxJSONBody)
+	setInt(&c.MaxUploadBody, d.MaxUploadBody)
+	setInt(&c.KeyCacheMB, d.KeyCacheMB)
+	return c
+}
+
+// Deps are the collaborators of the server. Store is required.
+type Deps struct {
+	Store   control.Store
+	Engine  engine.Engine   // nil until the engine is wired: /readyz answers 503
+	Limiter control.Limiter // used by the synthesis routes; nil: in-process
+	Meter   control.Meter   // synthesis billing; nil: control.NewMeter(Store, Billing)
+	Logger  *slog.Logger    // nil: slog.Default()
+	// Billing is the server's default billing mode (control.Billing*);
+	// a workspace may override it. "" means enforce.
+	Billing string
+	// BaseURL is the public address of the service (sample and audio URLs).
+	BaseURL string
+	// MediaDir holds clone previews, served publicly under /media/
+	// (media.go); "" serves nothing.
+	MediaDir string
+	// JobQueued is called after an enroll or clone stored a job, so that
+	// the job runner claims it without waiting for its poll; nil: none.
+	JobQueued func()
+	// Registry receives the server's metrics and is served on /metrics;
+	// nil: a new registry with the Go and process collectors.
+	Registry *prometheus.Registry
+}
+
+// Server is the HTTP server. Create it with New, run it with Serve, stop it
+// with Shutdown (which also stops its background work, so call it even if
+// Serve never ran).
+type Server struct {
+	cfg     Config
+	store   control.Store
+	engine  engine.Engine
+	limiter control.Limiter
+	log     *slog.Logger
+	billing string
+	baseURL string
+
+	router  *router.Router
+	http    *fasthttp.Server
+	metrics *metrics
+	// errorRoute labels requests fasthttp refused before routing.
+	errorRoute *route
+	keys       *keyCache
+	voices     *voiceCache
+	synth      synthState // admission.go
+	mediaDir   string     // media.go
+	jobQueued  func()     // clone.go
+	ws         *wsState   // ws.go
+
+	// tokenAuth authenticates an `Authorization: Bearer vst_...` access
+	// token on routes that accept tokens; nil until tokens exist, in which
+	// case such requests are refused like a missing key.
+	tokenAuth func(ctx *fasthttp.RequestCtx, token []byte, rt *route) (*Principal, error)
+
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+	stopOnce  sync.Once
+
+	// lns and closed close the race of a Shutdown that runs before Serve
+	// has handed its listener to fasthttp, which would then serve forever.
+	mu     sync.Mutex
+	lns    []net.Listener
+	closed bool
+}
+
+// New builds a server; it starts the goroutine that follows the store's
+// change feed to keep the auth and voice caches fresh.
+func New(cfg Config, deps Deps) (*Server, error) {
+	if deps.Store == nil {
+		return nil, errors.New("gateway: Deps.Store is required")
+	}
+	if deps.Billing == "" {
+		deps.Billing = control.BillingEnforce
+	}
+	if !control.ValidBilling(deps.Billing) {
+		return nil, fmt.Errorf("gateway: unknown billing mode %q", deps.Billing)
+	}
+	if deps.Logger == nil {
+		deps.Logger = slog.Default()
+	}
+	cfg = cfg.withDefaults()
+	s := &Server{
+		cfg: cfg, store: deps.Store, engine: deps.Engine, limiter: deps.Limiter,
+		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
+		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued,
+	}
+	var err error
+	if s.metrics, err = newMetrics(deps.Registry); err != nil {
+		return nil, err
+	}
+	if s.keys, err = newKeyCache(cfg); err != nil {
+		return nil, err
+	}
+	s.voices = newVoiceCache(cfg.VoiceCacheTTL)
+	if err = s.initSynthesis(deps); err != nil {
+		return nil, err
+	}
+	s.routes()
+	s.http = &fasthttp.Server{
+		Handler:                      s.router.Handler,
+		ErrorHandler:                 s.serveError,
+		HeaderReceived:               s.requestConfig,
+		ReadTimeout:                  cfg.ReadTimeout,
+		WriteTimeout:                 cfg.WriteTimeout,
+		IdleTimeout:                  cfg.IdleTimeout,
+		ReadBufferSize:               cfg.ReadBufferSize,
+		MaxRequestBodySize:           cfg.MaxUploadBody,
+		DisablePreParseMultipartForm: true, // upload handlers parse, so errors use the envelope
+		NoDefaultServerHeader:        true,
+		CloseOnShutdown:              true,
+		TCPKeepalive:                 true,
+		Logger:                       fasthttpLogger{s.log},
+	}
+
+	watchCtx, cancel := context.WithCancel(context.Background())
+	s.stopWatch, s.watchDone = cancel, make(chan struct{})
+	go s.watchChanges(watchCtx)
+	return s, nil
+}
+
+// Handler is the server's request handler, for tests and embedding. Body
+// limits and timeouts are applied by Serve's fasthttp.Server, not by it.
+func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+
+// Serve answers requests on ln until Shutdown, then returns nil.
+func (s *Server) Serve(ln net.Listener) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		ln.Close()
+		return nil
+	}
+	s.lns = append(s.lns, ln)
+	s.mu.Unlock()
+	return s.http.Serve(ln)
+}
+
+// Shutdown stops accepting connections, lets in-flight requests finish until
+// ctx ends (then returns ctx.Err()), and stops the change-feed goroutine.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.closed = true
+	lns := s.lns
+	s.mu.Unlock()
+	err := s.http.ShutdownWithContext(ctx)
+	for _, ln := range lns {
+		ln.Close() // already closed unless Serve had not reached fasthttp yet
+	}
+	s.ws.shutdown(ctx) // hijacked sockets: fasthttp does not wait for them
+	s.stopOnce.Do(func() {
+		s.stopWatch()
+		<-s.watchDone
+	})
+	return err
+}
+
+// requestConfig runs once the headers of a request are read, before its
+// body: uploads may be large and slow, streams may run long, and everything
+// else is small JSON. Bodies over the limit never reach a handler; fasthttp
+// calls serveError with ErrBodyTooLarge (answered 413).
+func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	path := h.RequestURI()
+	if i := indexByte(path, '?'); i >= 0 {
+		path = path[:i]
+	}
+	switch {
+	case isUploadPath(path):
+		return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxUploadBody, ReadTimeout: s.cfg.UploadReadTimeout}
+	case isStreamPath(path):
+		return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody, WriteTimeout: s.cfg.StreamWriteTimeout}
+	}
+	return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
+}
+
+// isUploadPath: POST /voices/clone and POST /voices/{id}/enroll.
+func isUploadPath(p []byte) bool {
+	return hasSuffix(p, "/voices/clone") || hasSuffix(p, "/enroll")
+}
+
+// isStreamPath: responses written while audio is generated, which can
+// outlast WriteTimeout: SSE (/voices/{id}/stream), speak in raw formats
+// (/speak), the compat endpoint (/audio/speech) and the WebSocket upgrade
+// (/stream).
+func isStreamPath(p []byte) bool {
+	return hasSuffix(p, "/stream") || hasSuffix(p, "/speak") || hasSuffix(p, "/audio/speech")
+}
+
+// serveError answers requests fasthttp refused before any handler ran:
+// bodies over the limit, headers over the read buffer, read timeouts.
+func (s *Server) serveError(ctx *fasthttp.RequestCtx, err error) {
+	rt := s.errorRoute
+	start := time.Now()
+	s.begin(ctx, rt)
+	var e *control.Error
+	var small *fasthttp.ErrSmallBuffer
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		e = control.Errorf(control.EPayloadTooLarge, "request body too large")
+	case errors.As(err, &small):
+		e = control.Errorf(control.EInvalidRequest, "request headers too large")
+	default:
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			e = control.Errorf(control.EInvalidRequest, "timed out reading the request")
+		} else {
+			e = control.Errorf(control.EInvalidRequest, "cannot parse the request")
+		}
+	}
+	s.writeError(ctx, e)
+	s.finish(ctx, rt, start)
+}
+
+// fasthttpLogger sends fasthttp's own messages to slog.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Warn("fasthttp", "msg", fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,173 @@
+package gateway
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/codec"
+	"voicesvc/control"
+	"voicesvc/engine"
+	"voicesvc/synth"
+)
+
+// Synthesis over HTTP (interface 4.5, 4.6; synth/doc.go is the glue). The
+// order of one request, every step refusing before the next costs anything:
+//
+//	rps (route wrapper) -> body (synth.Parse*) -> voice (own or public, token
+//	voice_ids) -> synth.Prepare (ready, language) -> admit (feature, slot,
+//	charge) -> synthesize -> Admission.Done (refund if no audio, free slot)
+//
+// speak answers the audio file. wav (the default) is buffered whole so that
+// its header carries the true sizes and an engine failure is still a JSON
+// error with a status; so is any format sent with an Idempotency-Key (the
+// idempotency layer stores the body). Raw formats otherwise stream as the
+// engine yields: the status is chosen at the first audio (an engine that
+// fails before any audio is a JSON error), and a failure after it aborts the
+// chunked body, which clients see as a truncated response, never as a
+// short success.
+
+// synthTimeout bounds a buffered synthesis, which cannot notice a client
+// that left: 10,000 characters take far less.
+const synthTimeout = 10 * time.Minute
+
+var (
+	hdrIdempotencyKey = []byte("Idempotency-Key")
+	hdrSampleRate     = []byte("X-Sample-Rate")
+	hdrAudioFormat    = []byte("X-Audio-Format")
+	hdrChannels       = []byte("X-Channels")
+	valOne            = []byte("1")
+	contentTypeWAV    = []byte("audio/wav")
+	contentTypeOctet  = []byte("application/octet-stream")
+	errNoEngine       = control.Errorf(control.EUnavailable, "no synthesis engine is configured")
+)
+
+// synthJob is a validated synthesis ready to run: engine, request and the
+// pipeline that encodes it. Nothing in it points into the fasthttp request.
+type synthJob struct {
+	eng  engine.Engine
+	req  engine.Request
+	pipe *codec.Pipeline
+	opts synth.Options
+}
+
+// POST /voices/{id}/speak
+func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
+	o, err := synth.ParseSpeak(ctx.Request.Body())
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	job, err := s.prepareSynth(pathID(ctx), p, o)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	a, err := s.admit(p, o.Chars(), false)
+	setAdmissionHeaders(ctx, a, err)
+	if err != nil {
+		job.pipe.Close()
+		s.writeError(ctx, err)
+		return
+	}
+	if o.Format == codec.WAV || len(ctx.Request.Header.PeekBytes(hdrIdempotencyKey)) > 0 {
+		s.speakBuffered(ctx, job, a)
+		return
+	}
+	st, err := s.startStream(job, a, "speak", func(rctx context.Context, st *audioStream) (synth.Result, error) {
+		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, st.Send)
+		return res, err // after audio: aborts the body
+	})
+	if err != nil {
+		s.synthFailed(ctx, err)
+		return
+	}
+	setAudioHeaders(ctx, job.pipe)
+	// A long text on a slow engine may stream for longer than the write
+	// timeout of the route: bound each write instead of the whole body.
+	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
+	ctx.SetBodyStream(st, -1)
+}
+
+// speakBuffered synthesizes into the response body, then fixes the WAV
+// header's sizes.
+func (s *Server) speakBuffered(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission) {
+	rctx, cancel := context.WithTimeout(context.Background(), synthTimeout)
+	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
+		ctx.Response.AppendBody(b)
+		return nil
+	})
+	cancel()
+	job.pipe.Close()
+	a.Done(res.Samples)
+	s.outcome("speak", err)
+	if err != nil {
+		ctx.Response.ResetBody()
+		s.synthFailed(ctx, err)
+		return
+	}
+	setAudioHeaders(ctx, job.pipe)
+	if job.opts.Format == codec.WAV {
+		body := ctx.Response.Body()
+		if len(body) >= 44 {
+			codec.AppendWAVHeader(body[:0], job.pipe.Rate(), 16, false, len(body)-44)
+		}
+	}
+}
+
+// synthFailed answers a synthesis that failed before any audio: it was
+// refunded, so the balance header of the admission no longer holds.
+func (s *Server) synthFailed(ctx *fasthttp.RequestCtx, err error) {
+	ctx.Response.Header.DelBytes(hdrBillingRemain)
+	s.writeError(ctx, err)
+}
+
+// setAudioHeaders: audio/wav, or raw PCM with its rate, format and channels.
+func setAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
+	h := &ctx.Response.Header
+	if p.Format() == codec.WAV {
+		h.SetContentTypeBytes(contentTypeWAV)
+		return
+	}
+	h.SetContentTypeBytes(contentTypeOctet)
+	var buf [8]byte
+	h.SetCanonical(hdrSampleRate, strconv.AppendInt(buf[:0], int64(p.Rate()), 10))
+	h.SetCanonical(hdrAudioFormat, []byte(p.Format()))
+	h.SetCanonical(hdrChannels, valOne)
+}
+
+// prepareSynth finds the voice p may use, builds the engine request and the
+// pipeline. 404 not_found, 403 voice_not_allowed (token), 400
+// voice_not_ready / invalid_language, 503 without an engine.
+func (s *Server) prepareSynth(id string, p *Principal, o synth.Options) (*synthJob, error) {
+	v, err := s.usableVoice(id, p)
+	if err != nil {
+		return nil, err
+	}
+	if p.Token != nil && len(p.Token.VoiceIDs) > 0 && !contains(p.Token.VoiceIDs, v.ID) {
+		return nil, control.Errorf(control.EVoiceNotAllowed, "the access token does not allow voice %s", v.ID)
+	}
+	if s.engine == nil {
+		return nil, errNoEngine
+	}
+	req, err := synth.Prepare(v, o, s.engine.Languages())
+	if err != nil {
+		return nil, err
+	}
+	pipe, err := codec.NewPipeline(s.engine.NativeRate(), o.Format, o.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	return &synthJob{eng: s.engine, req: req, pipe: pipe, opts: o}, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

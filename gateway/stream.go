@@ -1,0 +1,312 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+	"voicesvc/synth"
+)
+
+var (
+	contentTypeSSE    = []byte("text/event-stream")
+	hdrCacheControl   = []byte("Cache-Control")
+	hdrAccelBuffering = []byte("X-Accel-Buffering")
+	valNoCache        = []byte("no-cache")
+	valNo             = []byte("no")
+	errClientGone     = errors.New("gateway: client gone")
+)
+
+// POST /voices/{id}/stream: server-sent events (interface 4.6, 6.1). The
+// status is chosen at the first audio: a synthesis that fails before it
+// answers a JSON error with a status; after it, an error event ends the
+// stream. The start event goes out together with the first chunk.
+func (s *Server) stream(ctx *fasthttp.RequestCtx, p *Principal) {
+	o, err := synth.ParseStream(ctx.Request.Body())
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	job, err := s.prepareSynth(pathID(ctx), p, o)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	a, err := s.admit(p, o.Chars(), true)
+	setAdmissionHeaders(ctx, a, err)
+	if err != nil {
+		job.pipe.Close()
+		s.writeError(ctx, err)
+		return
+	}
+	st, err := s.startStream(job, a, "sse", s.runSSE(job))
+	if err != nil {
+		s.synthFailed(ctx, err)
+		return
+	}
+	h := &ctx.Response.Header
+	h.SetContentTypeBytes(contentTypeSSE)
+	h.SetCanonical(hdrCacheControl, valNoCache)
+	h.SetCanonical(hdrAccelBuffering, valNo)
+	ctx.SetBodyStream(st, -1)
+}
+
+// runSSE synthesizes job as SSE events into the stream: start (queued, sent
+// with the first chunk), chunks, then done or error.
+func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synth.Result, error) {
+	chunk := s.cfg.SSEChunk
+	if chunk <= 0 {
+		chunk = synth.DefaultCoalesce
+	}
+	return func(rctx context.Context, st *audioStream) (synth.Result, error) {
+		rate, f := job.pipe.Rate(), job.pipe.Format()
+		width := f.BytesPerSample()
+		w := synth.NewSSEWriter(st, st.Flush, synth.CoalesceBytes(rate, width, chunk), width)
+		st.pending = synth.AppendSSEStart(st.pending, rate, f)
+		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, w.Audio)
+		switch {
+		case isClientGone(err):
+			return res, err
+		case err != nil && !st.sent:
+			return res, err // answered as a JSON error with a status
+		case err != nil:
+			if werr := w.Error(err); werr != nil {
+				return res, werr
+			}
+			st.selfEnded = true
+			return res, err
+		}
+		if err := w.Done(res.Duration); err != nil {
+			return res, err
+		}
+		st.selfEnded = true
+		return res, nil
+	}
+}
+
+func isClientGone(err error) bool {
+	return errors.Is(err, errClientGone) || errors.Is(err, context.Canceled)
+}
+
+// streamQueue is how many flushed pieces may wait for the connection: deep
+// enough that the engine never waits on a healthy client, shallow enough
+// that a slow one pushes back on the engine.
+const streamQueue = 64
+
+// audioStream carries one synthesis from the goroutine that runs it to
+// fasthttp, which reads it as a chunked response body (SetBodyStream).
+// fasthttp writes and flushes each Read at once, and calls Close when the
+// body is done or a write to the client failed: Close cancels the
+// synthesis, so the engine stops and the slot is freed at once.
+//
+// The producer side (Write, Flush, Send) belongs to the synthesis
+// goroutine; the reader side (Read, Close) to fasthttp. Pieces travel over
+// ch and their buffers come back over free, so a stream allocates a few
+// buffers, not one per event.
+type audioStream struct {
+	ch     chan []byte
+	free   chan []byte
+	gone   chan struct{} // closed by Close
+	first  chan struct{} // closed at the first Flush, or at the end without one
+	cancel context.CancelFunc
+	once   sync.Once
+
+	// producer side
+	pending   []byte
+	sent      bool  // something was flushed
+	selfEnded bool  // the bytes carry their own end (SSE done or error)
+	runErr    error // the failure, when it came before anything was sent
+	abort     error // the failure after bytes were sent: the reader fails with it
+
+	// reader side
+	cur, curBuf []byte
+	// conn, when set, gets a write deadline of idle from every Read: the
+	// response may run as long as the client keeps taking it (fasthttp's
+	// WriteTimeout otherwise bounds the whole response).
+	conn net.Conn
+	idle time.Duration
+}
+
+// slidingDeadline makes the stream extend conn's write deadline by idle at
+// every piece it hands over.
+func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration) {
+	st.conn, st.idle = conn, idle
+}
+
+// startStream runs run in a goroutine that owns job and a, and returns when
+// run has flushed its first bytes: the caller then answers 200 with the
+// stream as its body. When run failed before any byte it returns run's
+// error instead, for the caller to answer with a status.
+func (s *Server) startStream(job *synthJob, a *Admission, transport string,
+	run func(context.Context, *audioStream) (synth.Result, error)) (*audioStream, error) {
+	rctx, cancel := context.WithCancel(context.Background())
+	st := &audioStream{
+		ch: make(chan []byte, streamQueue), free: make(chan []byte, streamQueue),
+		gone: make(chan struct{}), first: make(chan struct{}), cancel: cancel,
+	}
+	go func() {
+		defer cancel()
+		var res synth.Result
+		var err error
+		func() {
+			defer func() {
+				if v := recover(); v != nil {
+					err = fmt.Errorf("gateway: panic in synthesis: %v", v)
+				}
+			}()
+			res, err = run(rctx, st)
+		}()
+		job.pipe.Close()
+		a.Done(res.Samples)
+		s.outcome(transport, err)
+		if err != nil && !isClientGone(err) && control.ErrorCode(err) == control.EInternal {
+			s.log.Error("synthesis failed", "transport", transport, "err", err)
+		}
+		st.finish(err)
+	}()
+	t := time.NewTimer(firstAudioTimeout)
+	defer t.Stop()
+	select {
+	case <-st.first:
+	case <-t.C:
+		// An engine that neither yields nor fails: give up on it (Close
+		// cancels it; the goroutine frees the slot when it returns).
+		st.Close()
+		return nil, errEngineStalled
+	}
+	if !st.sent && st.runErr != nil {
+		return nil, st.runErr
+	}
+	return st, nil
+}
+
+// firstAudioTimeout bounds the wait for an engine's first audio; a request
+// that waited this long is answered 502 upstream_error.
+const firstAudioTimeout = 2 * time.Minute
+
+var errEngineStalled = &control.Error{Code: control.EUpstreamError, Message: "the synthesis engine did not start in time"}
+
+// Write queues b for the next Flush (SSEWriter writes an event, then
+// flushes).
+func (st *audioStream) Write(b []byte) (int, error) {
+	st.pending = append(st.pending, b...)
+	return len(b), nil
+}
+
+// Send queues b and flushes: a synth.Sink for raw audio.
+func (st *audioStream) Send(b []byte) error {
+	st.pending = append(st.pending, b...)
+	return st.Flush()
+}
+
+// Flush hands what is queued to the connection; errClientGone once the
+// response is closed.
+func (st *audioStream) Flush() error {
+	if len(st.pending) == 0 {
+		return nil
+	}
+	select {
+	case <-st.gone:
+		return errClientGone
+	default:
+	}
+	select {
+	case st.ch <- st.pending:
+	case <-st.gone:
+		return errClientGone
+	}
+	select {
+	case b := <-st.free:
+		st.pending = b[:0]
+	default:
+		st.pending = nil
+	}
+	if !st.sent {
+		st.sent = true
+		close(st.first)
+	}
+	// The goroutine just woken (the handler at the first flush, then the
+	// connection's reader) waits in this P's next slot while an engine that
+	// computes without blocking keeps the P: let it run now. The first
+	// byte is what this path is measured by.
+	runtime.Gosched()
+	return nil
+}
+
+// finish ends the producer side. err after bytes were sent makes the body
+// fail (the client sees a truncated response) unless the bytes carry their
+// own end.
+func (st *audioStream) finish(err error) {
+	if !st.sent {
+		st.runErr = err
+		close(st.first)
+	} else if !st.selfEnded && !isClientGone(err) {
+		st.abort = err
+	}
+	close(st.ch)
+}
+
+// Read gives fasthttp the next queued bytes, waiting for the first and
+// taking whatever else is already queued.
+func (st *audioStream) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(st.cur) == 0 {
+			if st.curBuf != nil {
+				select {
+				case st.free <- st.curBuf[:0]:
+				default:
+				}
+				st.curBuf = nil
+			}
+			var b []byte
+			var ok bool
+			if n == 0 {
+				b, ok = <-st.ch
+			} else {
+				select {
+				case b, ok = <-st.ch:
+				default:
+					return n, nil
+				}
+			}
+			if !ok {
+				switch {
+				case n > 0:
+					return n, nil
+				case st.abort != nil:
+					return 0, st.abort
+				}
+				return 0, io.EOF
+			}
+			st.cur, st.curBuf = b, b
+		}
+		if n == 0 && st.conn != nil {
+			st.conn.SetWriteDeadline(time.Now().Add(st.idle))
+		}
+		c := copy(p[n:], st.cur)
+		st.cur = st.cur[c:]
+		n += c
+	}
+	return n, nil
+}
+
+// Close is called by fasthttp when the body is done or the client is gone;
+// it stops the synthesis if it still runs.
+func (st *audioStream) Close() error {
+	st.once.Do(func() {
+		close(st.gone)
+		st.cancel()
+	})
+	return nil
+}
+
+var _ io.ReadCloser = (*audioStream)(nil)

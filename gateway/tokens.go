@@ -1,0 +1,231 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"strconv"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+// Access tokens (interface 2.4, 3.3, 4.1, 5.3): short-lived, single-use
+// credentials a backend mints with its API key and hands to a browser.
+//
+// Lifecycle, and where each step happens:
+//
+//   - POST /tokens (createToken) stores only the SHA-256 of the token.
+//   - authenticate (auth.go) resolves `Authorization: Bearer vst_...` through
+//     tokenPrincipal: unknown, expired or used tokens and tokens whose
+//     creating key is revoked or expired are 401 token_invalid. This only
+//     reads; the token stays valid.
+//   - A token is consumed when its request is let through, never before:
+//     admit (admission.go) calls Server.consumeToken last, after the rps
+//     check, the body and voice checks, the feature check, the concurrency
+//     slot and the charge. A request refused by any of those (429, 402, 403,
+//     400) leaves the token valid (interface 3.3). ConsumeToken is one
+//     conditional UPDATE in the store, so of any number of simultaneous uses
+//     on any number of servers exactly one wins; the others answer 401
+//     token_invalid and admit undoes their slot and charge.
+//
+// Other transports (the WebSocket handshake, dashboard speech) that take a
+// token must do the same: authenticate with tokenPrincipal, run their own
+// checks and admission, then call consumeToken once the work is certain to
+// run, and treat its error as the answer (401 token_invalid).
+
+// Token lifetime bounds (interface 8).
+const (
+	tokenTTLDefault = 300
+	tokenTTLMin     = 10
+	tokenTTLMax     = 3600
+	// tokenMaxVoices bounds voice_ids: each costs a lookup.
+	tokenMaxVoices = 100
+)
+
+var (
+	errTokenInvalid = control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
+	hdrNoStore      = []byte("no-store")
+)
+
+// tokenRoutes registers POST /tokens and plugs token authentication and
+// consumption into the server (called from routes, after initSynthesis).
+func (s *Server) tokenRoutes(api *router.Group) {
+	s.api(api, "POST", "/tokens", control.ScopeTTS, s.createToken)
+	s.tokenAuth = s.tokenPrincipal
+	s.synth.consumeToken = s.consumeToken
+}
+
+// tokenBody is the body of POST /tokens; both fields are optional.
+type tokenBody struct {
+	TTLSeconds *int64    `json:"ttl_seconds"`
+	VoiceIDs   *[]string `json:"voice_ids"`
+}
+
+var tokenFieldCodes = fieldCodes{"ttl_seconds": control.EInvalidTTL, "voice_ids": control.EInvalidVoiceID}
+
+// tokenData is the payload of a created token.
+type tokenData struct {
+	token     string
+	expiresAt int64
+	ttl       int64
+}
+
+func (d *tokenData) appendJSON(b []byte) []byte {
+	b = append(b, `{"token":`...)
+	b = appendString(b, d.token)
+	b = append(b, `,"expires_at":`...)
+	b = strconv.AppendInt(b, d.expiresAt, 10)
+	b = append(b, `,"ttl_seconds":`...)
+	b = strconv.AppendInt(b, d.ttl, 10)
+	return append(b, '}')
+}
+
+// POST /tokens: mint an access token for the caller's workspace. Only API
+// keys reach this handler (authenticate refuses tokens on this route).
+func (s *Server) createToken(ctx *fasthttp.RequestCtx, p *Principal) {
+	t, d, err := s.newToken(ctx.Request.Body(), p)
+	if err == nil {
+		c, cancel := storeCtx()
+		err = s.store.CreateToken(c, t)
+		cancel()
+	}
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	ctx.Response.Header.SetCanonical(hdrCacheControl, hdrNoStore)
+	s.writeData(ctx, fasthttp.StatusCreated, d)
+}
+
+// newToken validates the body and builds the token row and the response.
+// The lifetime is capped by the creating key's expiry: ttl_seconds reports
+// the effective lifetime.
+func (s *Server) newToken(body []byte, p *Principal) (*control.AccessToken, *tokenData, error) {
+	var in tokenBody
+	if err := decodeBody(body, s.cfg.MaxJSONBody, &in, tokenFieldCodes); err != nil {
+		return nil, nil, err
+	}
+	ttl := int64(tokenTTLDefault)
+	if in.TTLSeconds != nil {
+		ttl = *in.TTLSeconds
+		if ttl < tokenTTLMin || ttl > tokenTTLMax {
+			return nil, nil, control.Errorf(control.EInvalidTTL,
+				"ttl_seconds must be between %d and %d", tokenTTLMin, tokenTTLMax)
+		}
+	}
+	voices, err := s.tokenVoices(in.VoiceIDs, p)
+	if err != nil {
+		return nil, nil, err
+	}
+	now := control.NowMS()
+	expires := now + ttl*1000
+	if p.ExpiresAt != 0 && p.ExpiresAt < expires {
+		expires = p.ExpiresAt
+		ttl = (expires - now) / 1000
+	}
+	secret, hash := control.NewAccessTokenSecret()
+	t := &control.AccessToken{Hash: hash, WorkspaceID: p.WorkspaceID, KeyID: p.KeyID,
+		VoiceIDs: voices, ExpiresAt: expires, CreatedAt: now}
+	return t, &tokenData{token: secret, expiresAt: expires, ttl: ttl}, nil
+}
+
+// tokenVoices checks voice_ids: each must be a voice the workspace can use
+// (its own or a public one), else 400 invalid_voice_id naming it. Omitted,
+// null or empty: any voice. Duplicates are kept once.
+func (s *Server) tokenVoices(ids *[]string, p *Principal) ([]string, error) {
+	if ids == nil || len(*ids) == 0 {
+		return nil, nil
+	}
+	if len(*ids) > tokenMaxVoices {
+		return nil, control.Errorf(control.EInvalidVoiceID, "voice_ids: at most %d voices", tokenMaxVoices)
+	}
+	out := make([]string, 0, len(*ids))
+	for _, id := range *ids {
+		if contains(out, id) {
+			continue
+		}
+		if _, err := s.usableVoice(id, p); err != nil {
+			if control.IsCode(err, control.ENotFound) {
+				return nil, control.Errorf(control.EInvalidVoiceID, "voice_ids: %q is not a voice this workspace can use", id)
+			}
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}
+
+// tokenPrincipal authenticates an access token (Server.tokenAuth): the
+// principal of its workspace, with the token attached (tts only, its
+// voice_ids). It does not consume the token.
+func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*Principal, error) {
+	if !control.ValidAccessTokenFormat(b2s(cred)) {
+		return nil, errTokenInvalid
+	}
+	sum := sha256.Sum256(cred)
+	c, cancel := storeCtx()
+	defer cancel()
+	t, err := s.store.GetTokenByHash(c, sum[:])
+	if err != nil {
+		return nil, err // ETokenInvalid when unknown
+	}
+	now := control.NowMS()
+	if !control.SameHash(t.Hash, sum[:]) || t.ConsumedAt != 0 || t.ExpiresAt <= now {
+		return nil, errTokenInvalid
+	}
+	p, err := s.tokenKeyState(c, t, now)
+	if err != nil {
+		return nil, err
+	}
+	p.Token = t
+	return p, nil
+}
+
+// tokenKeyState resolves the token's creating key and workspace. A revoked,
+// expired or deleted key makes the token unusable (401 token_invalid). The
+// key is read fresh by id (tokens are single use, so this is one read per
+// token), and its principal comes from the key cache, which a revocation or
+// plan change resets through the change feed.
+func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now int64) (*Principal, error) {
+	k, err := s.store.GetAPIKey(c, t.KeyID)
+	if control.IsCode(err, control.ENotFound) {
+		return nil, errTokenInvalid
+	}
+	if err != nil {
+		return nil, err
+	}
+	if k.Check(now) != nil || k.WorkspaceID != t.WorkspaceID || len(k.Hash) != sha256.Size {
+		return nil, errTokenInvalid
+	}
+	var h [sha256.Size]byte
+	copy(h[:], k.Hash)
+	kp, err := s.keys.lookup(s.store, &h, s.billing)
+	if err != nil || kp == nil {
+		if err == nil || control.IsCode(err, control.EUnauthorized) || control.IsCode(err, control.EKeyExpired) {
+			return nil, errTokenInvalid
+		}
+		return nil, err
+	}
+	return &Principal{WorkspaceID: kp.WorkspaceID, KeyID: kp.KeyID, Plan: kp.Plan,
+		ExpiresAt: kp.ExpiresAt, Limits: kp.Limits}, nil
+}
+
+// consumeToken marks p's access token used. It is THE moment a token is
+// spent: call it once the request is let through (after admission), and
+// answer its error (401 token_invalid: another use won, or it expired
+// meanwhile) instead of running the request. A principal without a token
+// is a no-op.
+func (s *Server) consumeToken(ctx context.Context, p *Principal) error {
+	if p == nil || p.Token == nil {
+		return nil
+	}
+	if err := s.store.ConsumeToken(ctx, p.Token.Hash, control.NowMS()); err != nil {
+		if control.IsCode(err, control.ETokenInvalid) {
+			return errTokenInvalid
+		}
+		return err
+	}
+	return nil
+}

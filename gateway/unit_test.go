@@ -1,0 +1,194 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"testing"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+func TestCanonicalLanguage(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ok       bool
+	}{
+		{"en", "en", true},
+		{"EN-us", "en-US", true},
+		{"zh-hant-tw", "zh-Hant-TW", true},
+		{"pt-BR", "pt-BR", true},
+		{"es-419", "es-419", true},
+		{"yue", "yue", true},
+		{"de-CH-1996", "de-CH-1996", true},
+		{"e", "", false},
+		{"english", "", false},
+		{"en_US", "", false},
+		{"en-", "", false},
+		{"-en", "", false},
+		{"en--us", "", false},
+		{"12", "", false},
+		{"en-abcdefghi", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := canonicalLanguage(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("canonicalLanguage(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+		}
+	}
+	for _, tt := range []struct {
+		tag  string
+		want bool
+	}{{"en", true}, {"en-IN", true}, {"EN-US", true}, {"hi", true}, {"fr", false}} {
+		if got := supportsLanguage([]string{"en-us", "en-gb", "hi"}, tt.tag); got != tt.want {
+			t.Errorf("supportsLanguage(%q) = %v", tt.tag, got)
+		}
+	}
+}
+
+// appendString must agree with encoding/json on every string.
+func TestAppendStringMatchesEncodingJSON(t *testing.T) {
+	for _, s := range []string{"", "plain", `q"b\s`, "tab\t nl\n cr\r", "\x00\x1f", "<a&b>", "é ü 日本",
+		"\u2028\u2029", "bad \xff utf8", "emoji 🎙"} {
+		want, _ := json.Marshal(s)
+		if got := appendString(nil, s); string(got) != string(want) {
+			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+func TestFlatBody(t *testing.T) {
+	e := control.Errorf(control.EQuotaExhausted, "x")
+	e.Unit, e.Limit, e.Used = "character", 10000, 9990
+	if got := string(appendFlat(nil, e)); got != `{"error":"quota_exhausted","unit":"character","limit":10000,"used":9990}` {
+		t.Errorf("quota: %s", got)
+	}
+	f := control.Errorf(control.EFeatureDisabled, "x")
+	f.Feature = "streaming"
+	if got := string(appendFlat(nil, f)); got != `{"error":"feature_disabled","feature":"streaming"}` {
+		t.Errorf("feature: %s", got)
+	}
+}
+
+func TestKeyRecordRoundTrip(t *testing.T) {
+	c := &keyCache{ttl: 60_000, negTTL: 1000}
+	secret, hash := control.NewAPIKeySecret()
+	if !control.ValidAPIKeyFormat(secret) || len(secret) != 44 {
+		t.Fatalf("secret %q", secret)
+	}
+	var h [32]byte
+	copy(h[:], hash)
+	conc := 3
+	k := &control.APIKey{ID: control.NewID(), WorkspaceID: control.NewID(), Hash: hash,
+		Scopes: []string{control.ScopeTTS, control.ScopeClone}, ExpiresAt: 5_000}
+	ws := &control.Workspace{ID: k.WorkspaceID, Plan: "starter", Billing: control.BillingMeter, Concurrency: &conc}
+	rec := encodeKey(k, ws, control.BillingEnforce, 1000)
+	p, ok, err := c.decode(rec, &h, 2000)
+	if !ok || err != nil {
+		t.Fatalf("decode: %v %v", ok, err)
+	}
+	want := Principal{WorkspaceID: ws.ID, KeyID: k.ID, Scopes: scopeTTS | scopeClone, ExpiresAt: 5000, Plan: "starter",
+		Limits: control.Limits{Concurrency: 3, RPS: 0, Sessions: 4, MonthlyChars: 100_000, Streaming: true, Billing: "meter"}}
+	if *p != want {
+		t.Errorf("principal %+v\nwant      %+v", *p, want)
+	}
+	if !p.Has(control.ScopeTTS) || p.Has(control.ScopeVoicesRead) {
+		t.Errorf("scopes %b", p.Scopes)
+	}
+	if _, ok, err := c.decode(rec, &h, 6000); !ok || err != errKeyExpired {
+		t.Errorf("expired: %v %v", ok, err)
+	}
+	if _, ok, _ := c.decode(rec, &h, 1000+60_000); ok {
+		t.Errorf("stale record trusted")
+	}
+	k.RevokedAt = 1
+	if _, ok, err := c.decode(encodeKey(k, ws, "", 1000), &h, 6000); !ok || err != errUnauthorized {
+		t.Errorf("revoked: %v %v", ok, err)
+	}
+	other := h
+	other[0] ^= 1
+	if _, ok, _ := c.decode(rec, &other, 2000); ok {
+		t.Errorf("record accepted for another hash")
+	}
+	for n := 0; n < len(rec); n++ {
+		c.decode(rec[:n], &h, 2000) // must not panic
+	}
+	if p, ok, err := c.decode(unknownRecord(1000), &h, 1500); p != nil || !ok || err != nil {
+		t.Errorf("negative entry: %v %v %v", p, ok, err)
+	}
+}
+
+func TestRequestIDShape(t *testing.T) {
+	var buf [28]byte
+	a := string(newRequestID(&buf))
+	b := string(newRequestID(&buf))
+	if !generatedID.MatchString(a) || a == b {
+		t.Errorf("ids %q %q", a, b)
+	}
+	for id, ok := range map[string]bool{"a": true, " x ": true, "\x7f": false, "\t": false, "": false} {
+		if validRequestID([]byte(id)) != ok {
+			t.Errorf("validRequestID(%q) != %v", id, ok)
+		}
+	}
+}
+
+func TestRequestConfig(t *testing.T) {
+	s := &Server{cfg: Config{}.withDefaults()}
+	tests := []struct {
+		uri      string
+		body     int
+		longRead bool
+		stream   bool
+	}{
+		{APIRoot + "/voices", 256 << 10, false, false},
+		{APIRoot + "/voices/clone", 21 << 20, true, false},
+		{APIRoot + "/voices/0123456789abcdef01234567/enroll?x=1", 21 << 20, true, false},
+		{APIRoot + "/voices/0123456789abcdef01234567/stream", 256 << 10, false, true},
+		{APIRoot + "/compat/audio/speech", 256 << 10, false, true},
+		{APIRoot + "/voices/0123456789abcdef01234567/speak", 256 << 10, false, true},
+		{"/healthz", 256 << 10, false, false},
+	}
+	for _, tt := range tests {
+		var h fasthttp.RequestHeader
+		h.SetRequestURI(tt.uri)
+		c := s.requestConfig(&h)
+		if c.MaxRequestBodySize != tt.body || (c.ReadTimeout > 0) != tt.longRead || (c.WriteTimeout > 0) != tt.stream {
+			t.Errorf("%s: %+v", tt.uri, c)
+		}
+	}
+}
+
+func TestWriteError(t *testing.T) {
+	s := &Server{log: slog.New(slog.DiscardHandler)}
+	quota := &control.Error{Code: control.EQuotaExhausted, Message: "m", Unit: "character", Limit: 10, Used: 10}
+	tests := []struct {
+		err    error
+		status int
+		body   string
+		retry  string
+	}{
+		{&control.Error{Code: control.ERateLimited, Message: "slow down", RetryAfter: 3}, 429,
+			`{"status":429,"error":true,"message":"slow down","code":"rate_limited","request_id":"req_x"}`, "3"},
+		{quota, 402, `{"error":"quota_exhausted","unit":"character","limit":10,"used":10}`, ""},
+		{control.Errorf(control.EUnauthorized, "no key"), 401,
+			`{"status":401,"error":true,"message":"no key","request_id":"req_x"}`, ""},
+		{io.ErrUnexpectedEOF, 500,
+			`{"status":500,"error":true,"message":"internal error","code":"internal","request_id":"req_x"}`, ""},
+		{fmt.Errorf("wrapped: %w", control.Errorf(control.ENotFound, "gone")), 404,
+			`{"status":404,"error":true,"message":"gone","code":"not_found","request_id":"req_x"}`, ""},
+	}
+	for _, tt := range tests {
+		var ctx fasthttp.RequestCtx
+		ctx.Response.Header.Set("X-Request-Id", "req_x")
+		s.writeError(&ctx, tt.err)
+		if ctx.Response.StatusCode() != tt.status || string(ctx.Response.Body()) != tt.body ||
+			string(ctx.Response.Header.Peek("Retry-After")) != tt.retry {
+			t.Errorf("%v: %d %s (Retry-After %q)", tt.err, ctx.Response.StatusCode(), ctx.Response.Body(),
+				ctx.Response.Header.Peek("Retry-After"))
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package gateway
+
+import (
+	"math"
+	"strconv"
+
+	"voicesvc/control"
+)
+
+// The voice and job JSON of interface 2.2 and 2.3, written by hand: GET
+// /voices/{id} is a hot path and reflection would cost more than the rest
+// of the request. Only the listed fields are written; a voice never shows
+// created_by, metadata, deleted_at, its profile or its consent record.
+
+// voiceData is the payload {"voice": <voice>}.
+type voiceData control.Voice
+
+func (v *voiceData) appendJSON(b []byte) []byte {
+	b = append(b, `{"voice":`...)
+	b = appendVoice(b, (*control.Voice)(v))
+	return append(b, '}')
+}
+
+// voiceList is the payload of GET /voices.
+type voiceList struct {
+	voices         []*control.Voice
+	page, pageSize int
+	total          int
+}
+
+func (l *voiceList) appendJSON(b []byte) []byte {
+	b = append(b, `{"voices":[`...)
+	for i, v := range l.voices {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendVoice(b, v)
+	}
+	b = append(b, `],"page":`...)
+	b = strconv.AppendInt(b, int64(l.page), 10)
+	b = append(b, `,"page_size":`...)
+	b = strconv.AppendInt(b, int64(l.pageSize), 10)
+	b = append(b, `,"total":`...)
+	b = strconv.AppendInt(b, int64(l.total), 10)
+	b = append(b, `,"has_more":`...)
+	b = strconv.AppendBool(b, l.page*l.pageSize < l.total)
+	return append(b, '}')
+}
+
+func appendVoice(b []byte, v *control.Voice) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, v.ID)
+	b = append(b, `,"name":`...)
+	b = appendString(b, v.Name)
+	if v.Description != "" {
+		b = append(b, `,"description":`...)
+		b = appendString(b, v.Description)
+	}
+	b = append(b, `,"status":`...)
+	b = appendString(b, v.Status)
+	b = append(b, `,"clone_method":`...)
+	b = appendString(b, v.CloneMethod)
+	b = append(b, `,"visibility":`...)
+	b = appendString(b, v.Visibility)
+	b = append(b, `,"primary_language":`...)
+	b = appendString(b, v.PrimaryLanguage)
+	b = append(b, `,"labels":[`...)
+	for i, l := range v.Labels {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendString(b, l.Key)
+		b = append(b, `,"value":`...)
+		b = appendString(b, l.Value)
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if v.Settings != nil && !settingsEmpty(v.Settings) {
+		b = append(b, `,"settings":`...)
+		b = appendSettings(b, v.Settings)
+	}
+	if v.SampleAudioURL != "" {
+		b = append(b, `,"sample_audio_url":`...)
+		b = appendString(b, v.SampleAudioURL)
+	}
+	if v.BaseVoiceID != "" {
+		b = append(b, `,"base_voice_id":`...)
+		b = appendString(b, v.BaseVoiceID)
+	}
+	if v.Alias != "" {
+		b = append(b, `,"alias":`...)
+		b = appendString(b, v.Alias)
+	}
+	b = append(b, `,"org_id":`...)
+	b = appendString(b, v.OrgID)
+	b = append(b, `,"created_at":`...)
+	b = strconv.AppendInt(b, v.CreatedAt, 10)
+	b = append(b, `,"updated_at":`...)
+	b = strconv.AppendInt(b, v.UpdatedAt, 10)
+	return append(b, '}')
+}
+
+func appendSettings(b []byte, st *control.VoiceSettings) []byte {
+	first := true
+	num := func(name string, v *float64) {
+		if v == nil {
+			return
+		}
+		b = appendKey(b, first, name)
+		b = appendFloat(b, *v)
+		first = false
+	}
+	b = append(b, '{')
+	num("stability", st.Stability)
+	num("similarity", st.Similarity)
+	num("style", st.Style)
+	num("speed", st.Speed)
+	num("pitch", st.Pitch)
+	num("volume", st.Volume)
+	if st.UseSpeakerBoost != nil {
+		b = appendKey(b, first, "use_speaker_boost")
+		b = strconv.AppendBool(b, *st.UseSpeakerBoost)
+		first = false
+	}
+	if st.Emotion != nil {
+		b = appendKey(b, first, "emotion")
+		b = appendString(b, *st.Emotion)
+		first = false
+	}
+	if len(st.EngineParams) > 0 {
+		b = appendKey(b, first, "engine_params")
+		b = jsonValue{st.EngineParams}.appendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// appendFloat writes a float as encoding/json would for the ranges settings
+// allow; non-finite values cannot come from JSON and are written as 0.
+func appendFloat(b []byte, f float64) []byte {
+	if math.IsNaN(f) || math.IsInf(f, 0) {
+		return append(b, '0')
+	}
+	format := byte('f')
+	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {
+		format = 'e'
+	}
+	return strconv.AppendFloat(b, f, format, -1, 64)
+}
+
+// jobData is the Job of interface 2.3, as the data itself (decisions.md).
+type jobData control.Job
+
+func (j *jobData) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, j.ID)
+	b = append(b, `,"voice_id":`...)
+	b = appendString(b, j.VoiceID)
+	b = append(b, `,"org_id":`...)
+	b = appendString(b, j.OrgID)
+	b = append(b, `,"job_type":`...)
+	b = appendString(b, j.JobType)
+	b = append(b, `,"status":`...)
+	b = appendString(b, j.Status)
+	b = append(b, `,"progress":`...)
+	b = strconv.AppendInt(b, int64(j.Progress), 10)
+	if j.Status == control.JobFailed && j.Error != nil {
+		b = append(b, `,"error":{"code":`...)
+		b = appendString(b, j.Error.Code)
+		b = append(b, `,"message":`...)
+		b = appendString(b, j.Error.Message)
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+// deletedData is the payload of DELETE /voices/{id}.
+type deletedData struct{ id string }
+
+func (d *deletedData) appendJSON(b []byte) []byte {
+	b = append(b, `{"id":`...)
+	b = appendString(b, d.id)
+	return append(b, `,"deleted":true}`...)
+}

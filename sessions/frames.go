@@ -1,0 +1,225 @@
+package sessions
+
+import (
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+)
+
+// frame is one unit of the outbound queue: a JSON text frame, optionally
+// paired with the binary frame that must follow it with nothing between.
+// Frames are pooled: audio chunks are the hot path and must not allocate.
+type frame struct {
+	// task, when set, makes the frame droppable: the writer skips it once
+	// the task is gone (cancelled). Terminal replies (task_done,
+	// task_cancelled, task_failed) and session frames leave it nil.
+	task *task
+	// kind lets cancel count what it purges (sentence_done frames).
+	kind frameKind
+	hdr  []byte // JSON text frame
+	bin  []byte // binary payload, only for audio pairs
+	pair bool
+}
+
+type frameKind uint8
+
+const (
+	kindOther frameKind = iota
+	kindAudio
+	kindSentenceDone
+)
+
+func (f *frame) size() int { return len(f.hdr) + len(f.bin) }
+
+// maxPooledBin keeps one unusually large chunk from pinning its buffer in
+// the pool for the life of the process.
+const maxPooledBin = 64 << 10
+
+var framePool = sync.Pool{New: func() any { return &frame{hdr: make([]byte, 0, 192)} }}
+
+func getFrame() *frame {
+	f := framePool.Get().(*frame)
+	f.hdr = f.hdr[:0]
+	f.bin = f.bin[:0]
+	return f
+}
+
+func putFrame(f *frame) {
+	f.task, f.kind, f.pair = nil, kindOther, false
+	if cap(f.bin) > maxPooledBin {
+		f.bin = nil
+	}
+	framePool.Put(f)
+}
+
+// JSON is written by hand: the shapes are fixed and few, and going through
+// encoding/json would allocate on every audio chunk.
+
+// appendString appends s as a JSON string literal.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, n := utf8.DecodeRuneInString(s[i:])
+		// U+2028/2029 are valid JSON but break JavaScript consumers that
+		// eval; invalid UTF-8 cannot occur (inputs are validated) but is
+		// replaced rather than passed through.
+		if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			if r == utf8.RuneError {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigit[r&0xf])
+			}
+			i += n
+			start = i
+			continue
+		}
+		i += n
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+const hexDigit = "0123456789abcdef"
+
+// appendSeconds writes a duration in seconds rounded to microseconds, the
+// precision clients can use, without exponent notation.
+func appendSeconds(b []byte, s float64) []byte {
+	return strconv.AppendFloat(b, math.Round(s*1e6)/1e6, 'f', -1, 64)
+}
+
+func appendMillis(b []byte, ms float64) []byte {
+	return strconv.AppendFloat(b, math.Round(ms*1000)/1000, 'f', -1, 64)
+}
+
+// Each builder appends a complete JSON object. idJSON is the task's
+// context_id already quoted and escaped.
+
+func appendAudioChunk(b, idJSON []byte, sentence, chunk int, dur float64, n int) []byte {
+	b = append(b, `{"type":"audio_chunk","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sentence_index":`...)
+	b = strconv.AppendInt(b, int64(sentence), 10)
+	b = append(b, `,"chunk_index":`...)
+	b = strconv.AppendInt(b, int64(chunk), 10)
+	b = append(b, `,"audio_duration_s":`...)
+	b = appendSeconds(b, dur)
+	b = append(b, `,"byte_length":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	return append(b, '}')
+}
+
+func appendTaskStarted(b, idJSON []byte, rate int, format string) []byte {
+	b = append(b, `{"type":"task_started","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sample_rate":`...)
+	b = strconv.AppendInt(b, int64(rate), 10)
+	b = append(b, `,"audio_format":`...)
+	b = appendString(b, format)
+	return append(b, '}')
+}
+
+func appendSentenceDone(b, idJSON []byte, index int, text string, dur float64) []byte {
+	b = append(b, `{"type":"sentence_done","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sentence_index":`...)
+	b = strconv.AppendInt(b, int64(index), 10)
+	b = append(b, `,"text":`...)
+	b = appendString(b, text)
+	b = append(b, `,"audio_duration_s":`...)
+	b = appendSeconds(b, dur)
+	return append(b, '}')
+}
+
+func appendTaskDone(b, idJSON []byte, n int, total, ttfbMS, genMS float64, trace string) []byte {
+	b = append(b, `{"type":"task_done","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"num_sentences":`...)
+	b = strconv.AppendInt(b, int64(n), 10)
+	b = append(b, `,"total_audio_duration_s":`...)
+	b = appendSeconds(b, total)
+	b = append(b, `,"profile":{"ttfb_ms":`...)
+	b = appendMillis(b, ttfbMS)
+	b = append(b, `,"generate_ms":`...)
+	b = appendMillis(b, genMS)
+	b = append(b, `,"overall_rtf":`...)
+	rtf := 0.0
+	if total > 0 {
+		rtf = genMS / 1000 / total
+	}
+	b = strconv.AppendFloat(b, math.Round(rtf*1e4)/1e4, 'f', -1, 64)
+	b = append(b, `},"trace_id":`...)
+	b = appendString(b, trace)
+	return append(b, '}')
+}
+
+func appendTaskCancelled(b, idJSON []byte, completed, dropped int, trace string) []byte {
+	b = append(b, `{"type":"task_cancelled","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sentences_completed":`...)
+	b = strconv.AppendInt(b, int64(completed), 10)
+	b = append(b, `,"sentences_dropped":`...)
+	b = strconv.AppendInt(b, int64(dropped), 10)
+	b = append(b, `,"trace_id":`...)
+	b = appendString(b, trace)
+	return append(b, '}')
+}
+
+func appendTaskFailed(b, idJSON []byte, completed int, code, trace string) []byte {
+	b = append(b, `{"type":"task_failed","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sentences_completed":`...)
+	b = strconv.AppendInt(b, int64(completed), 10)
+	b = append(b, `,"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"trace_id":`...)
+	b = appendString(b, trace)
+	return append(b, '}')
+}
+
+// appendError writes an error frame; contextID "" omits the field.
+func appendError(b []byte, contextID, code, msg string, fatal bool) []byte {
+	b = append(b, `{"type":"error"`...)
+	if contextID != "" {
+		b = append(b, `,"context_id":`...)
+		b = appendString(b, contextID)
+	}
+	b = append(b, `,"code":`...)
+	b = appendString(b, code)
+	b = append(b, `,"message":`...)
+	b = appendString(b, msg)
+	b = append(b, `,"fatal":`...)
+	b = strconv.AppendBool(b, fatal)
+	return append(b, '}')
+}
+
+func appendSessionEnded(b []byte, reason string) []byte {
+	b = append(b, `{"type":"session_ended","reason":`...)
+	b = appendString(b, reason)
+	return append(b, '}')
+}

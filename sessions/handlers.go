@@ -1,0 +1,181 @@
+package sessions
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"voicesvc/control"
+	"voicesvc/engine"
+)
+
+// findLocked returns the open task with that context_id.
+func (s *session) findLocked(id string) *task {
+	for _, t := range s.tasks {
+		if t.id == id {
+			return t
+		}
+	}
+	return nil
+}
+
+// taskStart opens a context. Everything that can refuse it (fields, limits,
+// the voice, credits) is checked before it is billed or opened.
+func (s *session) taskStart(m message) (bool, error) {
+	p, e := parseStart(m, s.cfg.IdleFlush, s.deps.Engine.Languages())
+	if e != nil {
+		s.reject(e)
+		return false, nil
+	}
+	// Only this goroutine opens tasks, so the checks below stay true until
+	// the task is added (others can only close tasks).
+	s.mu.Lock()
+	dup, open := s.findLocked(p.contextID) != nil, len(s.tasks)
+	s.mu.Unlock()
+	if dup {
+		s.reject(&msgError{p.contextID, codeContextExists, fmt.Sprintf("context %q is already open", p.contextID)})
+		return false, nil
+	}
+	if open >= s.cfg.MaxContexts {
+		s.reject(&msgError{p.contextID, codeTooManyContexts, fmt.Sprintf("at most %d contexts can be open", s.cfg.MaxContexts)})
+		return false, nil
+	}
+	voice, err := s.voice(p.voiceID)
+	if err != nil {
+		var me *msgError
+		if errors.As(err, &me) {
+			me.contextID = p.contextID
+			s.reject(me)
+			return false, nil
+		}
+		return true, s.fatal(p.contextID, codeInternal, "internal error", closeInternal, err)
+	}
+	if end, err := s.charge(p.contextID, p.textChars); end {
+		return true, err
+	}
+	t := &task{s: s, id: p.contextID, idJSON: appendString(nil, p.contextID), trace: control.NewID(),
+		format: p.format, rate: p.rate, idleFlush: p.idleFlush, start: time.Now(),
+		req: engine.Request{Language: p.language, Profile: voice.Profile, Params: params(p, voice)}}
+	s.mu.Lock()
+	s.tasks = append(s.tasks, t)
+	f := getFrame()
+	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
+	s.pushLocked(f, true) // before any audio of the task can be queued
+	t.appendLocked(p.text, p.finalize)
+	s.mu.Unlock()
+	return false, nil
+}
+
+// params merges the request over the voice's stored settings.
+func params(p *startParams, v *control.Voice) engine.Params {
+	out := engine.Params{NumStep: p.numStep, GuidanceScale: p.guidance, Expressiveness: p.expressiveness}
+	if st := v.Settings; st != nil {
+		if st.Speed != nil {
+			out.Speed = *st.Speed
+		}
+		if st.Pitch != nil {
+			out.Pitch = *st.Pitch
+		}
+		if st.Volume != nil {
+			out.Volume = *st.Volume
+		}
+	}
+	if p.lengthScale > 0 {
+		out.Speed = 1 / p.lengthScale // length_scale is a duration factor
+	}
+	return out
+}
+
+// voice resolves voice_id; a *msgError is a non-fatal refusal.
+func (s *session) voice(id string) (*control.Voice, error) {
+	if s.deps.Voice == nil {
+		return nil, errors.New("sessions: no voice lookup configured")
+	}
+	v, err := s.deps.Voice(s.parent, id)
+	switch control.ErrorCode(err) {
+	case "":
+		if v == nil || v.Status != control.VoiceReady {
+			return nil, &msgError{code: codeVoiceNotFound, msg: "voice is not ready"}
+		}
+		return v, nil
+	case control.ENotFound, control.EVoiceNotReady, control.EInvalidVoiceID:
+		return nil, &msgError{code: codeVoiceNotFound, msg: fmt.Sprintf("voice %q not found", id)}
+	case control.EVoiceNotAllowed:
+		return nil, &msgError{code: codeVoiceNotAllowed, msg: fmt.Sprintf("voice %q is not allowed for this token", id)}
+	}
+	return nil, err
+}
+
+// charge bills chars for one frame. end reports that the session is over:
+// the frame that exceeded the balance is not forwarded (interface 6.3).
+func (s *session) charge(contextID string, chars int) (end bool, err error) {
+	if s.deps.Meter == nil || s.deps.Workspace == nil || chars == 0 {
+		return false, nil
+	}
+	_, _, err = s.deps.Meter.Charge(s.parent, s.deps.Workspace, int64(chars))
+	switch control.ErrorCode(err) {
+	case "":
+		return false, nil
+	case control.EInsufficientCredits, control.EQuotaExhausted:
+		// decisions.md: running out mid-session is always this code.
+		return true, s.fatal(contextID, codeInsufficient, "not enough characters left for this text", closeCredits, err)
+	}
+	return true, s.fatal(contextID, codeInternal, "internal error", closeInternal, err)
+}
+
+func (s *session) taskContinue(m message) (bool, error) {
+	p, e := parseContinue(m)
+	if e != nil {
+		s.reject(e)
+		return false, nil
+	}
+	s.mu.Lock()
+	t := s.findLocked(p.contextID)
+	switch {
+	case t == nil:
+		e = invalid(p.contextID, "no open context %q", p.contextID)
+	case t.finalized:
+		e = invalid(p.contextID, "context %q is finalized", p.contextID)
+	case t.waitingChars()+p.textChars > s.cfg.MaxPendingText:
+		e = &msgError{p.contextID, codeTextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)}
+	}
+	s.mu.Unlock()
+	if e != nil {
+		s.reject(e)
+		return false, nil
+	}
+	if end, err := s.charge(p.contextID, p.textChars); end {
+		return true, err
+	}
+	s.mu.Lock()
+	// The task cannot have been cancelled (only this goroutine cancels),
+	// but it can have failed while the meter was asked.
+	if !t.closed {
+		t.appendLocked(p.text, p.finalize)
+	}
+	s.mu.Unlock()
+	return false, nil
+}
+
+func (s *session) taskCancel(m message) {
+	id, ok, e := m.str("context_id")
+	if e == nil && !ok {
+		e = invalid("", "field context_id is required")
+	}
+	if e != nil {
+		s.reject(e)
+		return
+	}
+	s.mu.Lock()
+	t := s.findLocked(id)
+	if t == nil {
+		s.mu.Unlock()
+		s.reject(invalid(id, "no open context %q", id))
+		return
+	}
+	completed, dropped := t.cancelLocked()
+	f := getFrame()
+	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.trace)
+	s.pushLocked(f, true)
+	s.mu.Unlock()
+}

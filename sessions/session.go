@@ -1,0 +1,374 @@
+// Package sessions runs one realtime WebSocket session (interface 3.4, 6.2,
+// 6.3): up to four synthesis contexts multiplexed on one socket, text
+// buffered and cut into sentences as soon as their end is certain, audio
+// sent as audio_chunk + binary pairs by a single writer, cancel, limits,
+// metering and the idle timeout.
+//
+// The gateway does the handshake (credentials, limits, billing headers) and
+// calls Run inside the fasthttp/websocket upgrade handler: the connection
+// must not be used after that handler returns.
+package sessions
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fasthttp/websocket"
+
+	"voicesvc/control"
+	"voicesvc/engine"
+)
+
+// Config holds the session limits; zero fields take the defaults.
+type Config struct {
+	MaxContexts    int           // open contexts per session (4)
+	IdleTimeout    time.Duration // no client message and no synthesis (600 s)
+	MaxFrame       int64         // largest client message (1 MiB, close 1009)
+	MaxPendingText int           // characters waiting in one context (100,000)
+	WriteTimeout   time.Duration // one frame to the client (10 s)
+	IdleFlush      time.Duration // default idle_flush_ms (800 ms)
+	// MaxQueued bounds the outbound queue in bytes: a client that reads
+	// slower than synthesis pauses its engine work here (256 KiB).
+	MaxQueued int
+	// CloseGrace is how long Run waits for the client's close frame after
+	// sending its own (1 s).
+	CloseGrace time.Duration
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	if c.MaxContexts <= 0 {
+		c.MaxContexts = 4
+	}
+	if c.MaxFrame <= 0 {
+		c.MaxFrame = 1 << 20
+	}
+	if c.MaxPendingText <= 0 {
+		c.MaxPendingText = 100_000
+	}
+	if c.MaxQueued <= 0 {
+		c.MaxQueued = 256 << 10
+	}
+	def(&c.IdleTimeout, 600*time.Second)
+	def(&c.WriteTimeout, 10*time.Second)
+	def(&c.IdleFlush, 800*time.Millisecond)
+	def(&c.CloseGrace, time.Second)
+	return c
+}
+
+// Deps are what a session uses from the rest of the service.
+type Deps struct {
+	// Engine synthesizes one sentence per call (normally the engine pool).
+	Engine engine.Engine
+	// Voice resolves a task_start voice_id for this session's credentials:
+	// *control.Error ENotFound or EVoiceNotReady -> voice_not_found,
+	// EVoiceNotAllowed -> voice_not_allowed (both non-fatal); any other
+	// error ends the session with 1011.
+	Voice func(ctx context.Context, voiceID string) (*control.Voice, error)
+	// Meter and Workspace bill every task_start and task_continue frame
+	// per character; a nil Meter bills nothing.
+	Meter     control.Meter
+	Workspace *control.Workspace
+	Logger    *slog.Logger
+}
+
+// Close codes of interface 7.
+const (
+	closeNormal      = websocket.CloseNormalClosure           // 1000
+	closeGoingAway   = websocket.CloseGoingAway               // 1001: server shutdown
+	closeInvalidUTF8 = websocket.CloseInvalidFramePayloadData // 1007
+	closeCredits     = websocket.ClosePolicyViolation         // 1008
+	closeInternal    = websocket.CloseInternalServerErr       // 1011
+	closeTryLater    = websocket.CloseTryAgainLater           // 1013: engine unavailable
+)
+
+// session is everything one socket holds. It is kept small: an idle session
+// is this struct, the connection and the goroutine blocked in Run.
+type session struct {
+	conn   *websocket.Conn
+	cfg    Config
+	deps   Deps
+	parent context.Context // Run's ctx: runner contexts derive from it
+	log    *slog.Logger
+
+	mu sync.Mutex // guards everything below and the tasks' shared fields
+	outq
+	tasks      []*task // open contexts
+	busy       int     // running runners
+	lastActive time.Time
+	// abortCode, once set, ends the session: the read loop is woken by a
+	// past read deadline and closes with it (-1: the socket is broken).
+	abortCode  int
+	abortFrame *frame
+	stopping   bool // no new runners, no more frames
+	readFailed bool // the websocket.Conn refuses further reads (read loop only)
+	wg         sync.WaitGroup
+}
+
+// Run serves one session on conn until the client ends it, it idles out, a
+// fatal error occurs or ctx is cancelled (close 1001). It must be called
+// inside the upgrade handler and returns only when every goroutine it
+// started has stopped. The returned error describes why it ended; it is
+// for logging, Run has already told the client.
+func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error {
+	s := &session{conn: conn, cfg: cfg.withDefaults(), deps: deps, parent: ctx, log: deps.Logger}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	s.outq.init(&s.mu)
+	conn.SetReadLimit(s.cfg.MaxFrame)
+	// Compression is off at the upgrader; this keeps it off for writes
+	// even if a gateway enables negotiation.
+	conn.EnableWriteCompression(false)
+	if ctx.Done() != nil {
+		stop := context.AfterFunc(ctx, func() { s.abort(closeGoingAway, nil) })
+		defer stop()
+	}
+	s.mu.Lock()
+	s.lastActive = time.Now()
+	s.setDeadlineLocked()
+	s.mu.Unlock()
+	return s.readLoop()
+}
+
+// readLoop is Run's goroutine: it reads and dispatches client messages and
+// decides how the session ends.
+func (s *session) readLoop() error {
+	for {
+		typ, r, err := s.conn.NextReader()
+		if err != nil {
+			return s.endOnReadError(err)
+		}
+		buf := getReadBuf()
+		_, err = buf.ReadFrom(r)
+		if err != nil {
+			putReadBuf(buf)
+			return s.endOnReadError(err)
+		}
+		s.mu.Lock()
+		s.lastActive = time.Now()
+		s.setDeadlineLocked()
+		s.mu.Unlock()
+		if typ != websocket.TextMessage {
+			putReadBuf(buf)
+			s.reject(invalid("", "binary messages are not accepted"))
+			continue
+		}
+		// fasthttp/websocket does not check UTF-8 (RFC 6455 8.1).
+		if !utf8.Valid(buf.Bytes()) {
+			putReadBuf(buf)
+			return s.finish(closeInvalidUTF8, nil, errors.New("sessions: text frame is not UTF-8"))
+		}
+		end, err := s.handle(buf.Bytes())
+		putReadBuf(buf)
+		if end {
+			return err
+		}
+	}
+}
+
+// endOnReadError tells apart the ways a read ends: a wake-up by abort, the
+// idle deadline, the read limit (the library already sent 1009), or the
+// client going away.
+func (s *session) endOnReadError(err error) error {
+	s.readFailed = true
+	s.mu.Lock()
+	code, f := s.abortCode, s.abortFrame
+	s.abortFrame = nil
+	s.mu.Unlock()
+	var ne net.Error
+	switch {
+	case code == -1:
+		return s.finish(0, nil, errors.New("sessions: write to client failed"))
+	case code != 0:
+		return s.finish(code, f, errors.New("sessions: aborted"))
+	case errors.Is(err, websocket.ErrReadLimit):
+		return s.finish(0, nil, err)
+	case errors.As(err, &ne) && ne.Timeout():
+		f := getFrame()
+		f.hdr = appendSessionEnded(f.hdr, "idle")
+		return s.finish(closeNormal, f, nil)
+	}
+	var ce *websocket.CloseError
+	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return s.finish(0, nil, nil)
+	}
+	return s.finish(0, nil, err)
+}
+
+// handle runs dispatch on a goroutine of its own and waits for it. The
+// read loop's goroutine is what an idle session keeps, and a goroutine's
+// stack never shrinks below what its idle call chain needs plus the growth
+// it once had: JSON decoding, the meter's store and logging would leave
+// every idle session with an 8-32 KiB stack instead of 4 KiB.
+func (s *session) handle(b []byte) (end bool, err error) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		end, err = s.dispatch(b)
+	}()
+	<-done
+	return end, err
+}
+
+// dispatch handles one message; end reports that the session is over.
+func (s *session) dispatch(b []byte) (end bool, err error) {
+	m, typ, merr := parseMessage(b)
+	if merr != nil {
+		s.reject(merr)
+		return false, nil
+	}
+	switch typ {
+	case "task_start":
+		return s.taskStart(m)
+	case "task_continue":
+		return s.taskContinue(m)
+	case "task_cancel":
+		s.taskCancel(m)
+		return false, nil
+	case "session_end":
+		f := getFrame()
+		f.hdr = appendSessionEnded(f.hdr, "client_request")
+		return true, s.finish(closeNormal, f, nil)
+	}
+	s.reject(invalid("", "unknown message type %q", typ))
+	return false, nil
+}
+
+// reject answers a non-fatal error frame.
+func (s *session) reject(e *msgError) {
+	f := getFrame()
+	f.hdr = appendError(f.hdr, e.contextID, e.code, e.msg, false)
+	s.mu.Lock()
+	s.pushLocked(f, true)
+	s.mu.Unlock()
+}
+
+// fatal ends the session with an error frame and a close code.
+func (s *session) fatal(contextID, code, msg string, closeCode int, cause error) error {
+	f := getFrame()
+	f.hdr = appendError(f.hdr, contextID, code, msg, true)
+	return s.finish(closeCode, f, cause)
+}
+
+// abort asks the read loop to end the session from another goroutine (a
+// runner, the writer, server shutdown). The first reason wins.
+func (s *session) abort(code int, f *frame) {
+	s.mu.Lock()
+	s.abortLocked(code, f)
+	s.mu.Unlock()
+}
+
+func (s *session) abortLocked(code int, f *frame) {
+	if s.abortCode != 0 || s.stopping {
+		if f != nil {
+			putFrame(f)
+		}
+		return
+	}
+	s.abortCode, s.abortFrame = code, f
+	s.setDeadlineLocked()
+}
+
+// setDeadlineLocked keeps the read deadline right: in the past to wake the
+// read loop for an abort, none while synthesis runs (a session that is
+// talking is not idle), otherwise IdleTimeout after the last activity.
+func (s *session) setDeadlineLocked() {
+	var d time.Time
+	switch {
+	case s.abortCode != 0:
+		d = time.Unix(1, 0)
+	case s.busy > 0:
+	default:
+		d = s.lastActive.Add(s.cfg.IdleTimeout)
+	}
+	_ = s.conn.SetReadDeadline(d)
+}
+
+// finish ends the session: stops every context, sends last (if any) after
+// what is already queued for the client, closes with code (0: no close
+// frame), waits for the client's close and for every goroutine.
+func (s *session) finish(code int, last *frame, cause error) error {
+	s.mu.Lock()
+	for len(s.tasks) > 0 {
+		s.tasks[0].cancelLocked()
+	}
+	if last != nil {
+		// Behind task_done and task_failed frames already queued: nothing
+		// may follow session_ended or a fatal error.
+		s.pushLocked(last, false)
+	}
+	s.stopping = true
+	broken := s.broken
+	s.mu.Unlock()
+
+	s.waitWriter()
+	if code != 0 && !broken {
+		msg := websocket.FormatCloseMessage(code, "")
+		if err := s.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+			broken = true
+		}
+	}
+	// After 1009 the library has sent the close frame itself.
+	if !broken && (code != 0 || errors.Is(cause, websocket.ErrReadLimit)) {
+		s.drain()
+	}
+	s.wg.Wait()
+	if cause != nil {
+		s.log.Debug("websocket session ended", "close", code, "err", cause)
+	}
+	return cause
+}
+
+// drain reads until the client answers the close frame or CloseGrace
+// passes: closing with unread input makes the kernel send a reset, which
+// can destroy the close frame before the client reads it.
+func (s *session) drain() {
+	nc := s.conn.NetConn()
+	if nc == nil {
+		return
+	}
+	_ = nc.SetReadDeadline(time.Now().Add(s.cfg.CloseGrace))
+	for !s.readFailed {
+		_, _, err := s.conn.NextReader()
+		var ce *websocket.CloseError
+		if errors.As(err, &ce) {
+			return // the close handshake is complete
+		}
+		if err != nil {
+			break
+		}
+	}
+	// After a read error the websocket.Conn refuses to read; take what is
+	// still on the wire (the rest of an oversized frame) from the socket.
+	var b [512]byte
+	for {
+		if _, err := nc.Read(b[:]); err != nil {
+			return
+		}
+	}
+}
+
+// readBufs are shared by all sessions so that an idle session holds none.
+var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+func getReadBuf() *bytes.Buffer { return readBufs.Get().(*bytes.Buffer) }
+
+func putReadBuf(b *bytes.Buffer) {
+	if b.Cap() > 64<<10 {
+		return
+	}
+	b.Reset()
+	readBufs.Put(b)
+}

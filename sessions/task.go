@@ -1,0 +1,339 @@
+package sessions
+
+import (
+	"context"
+	"errors"
+	"time"
+	"unicode/utf8"
+
+	"voicesvc/codec"
+	"voicesvc/engine"
+)
+
+// task is one synthesis context. An open task that has nothing to say holds
+// only this struct: its runner goroutine exists while sentences wait, its
+// codec pipeline while one sentence renders, its timer while a partial
+// sentence waits for the idle flush.
+type task struct {
+	s         *session
+	id        string
+	idJSON    []byte // id as a JSON string, for the hand-built frames
+	trace     string
+	req       engine.Request
+	format    codec.Format
+	rate      int
+	idleFlush time.Duration
+	start     time.Time // task_start received, for ttfb
+
+	// Guarded by s.mu.
+	gone        bool // cancelled or session ending: its frames are dropped
+	closed      bool // no longer open (done, failed, cancelled)
+	finalized   bool
+	running     bool
+	inflight    bool   // the runner is rendering a sentence
+	pending     string // text after the last certain sentence end
+	queued      []string
+	queuedChars int
+	nextIndex   int // sentence_index of the next sentence to render
+	completed   int // sentence_done frames queued and not purged
+	lastText    time.Time
+	timer       *time.Timer
+	cancel      context.CancelFunc // the running runner's context
+
+	// Owned by the runner (runners of one task never overlap).
+	audio      float64 // seconds sent
+	generate   time.Duration
+	firstAudio time.Duration
+}
+
+// waitingChars is the text accepted but not yet rendering (the 100,000
+// character cap of decisions.md).
+func (t *task) waitingChars() int { return utf8.RuneCountInString(t.pending) + t.queuedChars }
+
+// appendLocked adds client text: every sentence whose end is now certain is
+// queued at once (not one message later), the rest waits for more text,
+// the idle flush or finalize.
+func (t *task) appendLocked(text string, finalize bool) {
+	now := time.Now()
+	if text != "" {
+		t.lastText = now
+		t.pending += text
+		spans, rest := engine.CutComplete(t.pending)
+		t.queue(spans)
+		t.pending = t.pending[rest:]
+	}
+	if finalize {
+		t.finalized = true
+		t.flushPendingLocked()
+	}
+	switch {
+	case t.pending == "" || t.finalized:
+		if t.timer != nil {
+			t.timer.Stop()
+		}
+	case t.timer == nil:
+		t.timer = time.AfterFunc(t.idleFlush, t.onIdleFlush)
+	default:
+		t.timer.Reset(t.idleFlush)
+	}
+	t.kickLocked()
+}
+
+func (t *task) queue(spans []engine.Span) {
+	for _, sp := range spans {
+		t.queued = append(t.queued, sp.Text)
+		t.queuedChars += utf8.RuneCountInString(sp.Text)
+	}
+}
+
+// flushPendingLocked renders the partial sentence as it is.
+func (t *task) flushPendingLocked() {
+	if t.pending != "" {
+		t.queue(engine.Sentences(t.pending))
+		t.pending = ""
+	}
+}
+
+// onIdleFlush runs on the timer's goroutine after idle_flush of client
+// silence for this context.
+func (t *task) onIdleFlush() {
+	s := t.s
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if t.closed || t.pending == "" {
+		return
+	}
+	// A message that raced the timer moved lastText: wait out the rest.
+	if rest := t.idleFlush - time.Since(t.lastText); rest > time.Millisecond {
+		t.timer.Reset(rest)
+		return
+	}
+	t.flushPendingLocked()
+	t.kickLocked()
+}
+
+// kickLocked starts the runner when sentences wait, or finishes a
+// finalized task with nothing left to render.
+func (t *task) kickLocked() {
+	s := t.s
+	switch {
+	case t.closed || t.running || s.stopping:
+	case len(t.queued) > 0:
+		ctx, cancel := context.WithCancel(s.parent)
+		t.running, t.cancel = true, cancel
+		s.busy++
+		if s.busy == 1 {
+			s.setDeadlineLocked()
+		}
+		s.wg.Add(1)
+		go t.run(ctx)
+	case t.finalized && t.pending == "":
+		t.doneLocked()
+	}
+}
+
+// run renders the queued sentences one by one, in order, then exits. Each
+// sentence is one engine call, so the pool interleaves contexts fairly.
+func (t *task) run(ctx context.Context) {
+	s := t.s
+	defer s.wg.Done()
+	s.mu.Lock()
+	for !t.closed && len(t.queued) > 0 {
+		text := t.queued[0]
+		t.queued[0] = ""
+		t.queued = t.queued[1:]
+		t.queuedChars -= utf8.RuneCountInString(text)
+		index := t.nextIndex
+		t.nextIndex++
+		t.inflight = true
+		s.mu.Unlock()
+
+		dur, err := t.render(ctx, index, text)
+
+		s.mu.Lock()
+		t.inflight = false
+		switch {
+		case t.gone:
+		case err == nil:
+			t.completed++
+			f := getFrame()
+			f.task, f.kind = t, kindSentenceDone
+			f.hdr = appendSentenceDone(f.hdr, t.idJSON, index, text, dur)
+			s.pushLocked(f, false)
+		default:
+			t.failLocked(err)
+		}
+	}
+	t.running = false
+	t.cancel()
+	t.cancel = nil
+	if len(t.queued) == 0 {
+		t.queued = nil // an idle context keeps no slice
+	}
+	s.busy--
+	if s.busy == 0 {
+		s.lastActive = time.Now()
+		s.setDeadlineLocked()
+		s.wakeWriterLocked()
+	}
+	t.kickLocked() // finalized meanwhile, or more text arrived at the end
+	s.mu.Unlock()
+}
+
+// render synthesizes one sentence and queues its audio pairs. It returns
+// the sentence's audio duration.
+func (t *task) render(ctx context.Context, index int, text string) (float64, error) {
+	s := t.s
+	pipe, err := codec.NewPipeline(s.deps.Engine.NativeRate(), t.format, t.rate)
+	if err != nil {
+		return 0, err
+	}
+	defer pipe.Close()
+	var dur float64
+	chunk := 0
+	send := func(b []byte) error {
+		d := t.duration(len(b))
+		f := getFrame()
+		f.task, f.kind, f.pair = t, kindAudio, true
+		f.hdr = appendAudioChunk(f.hdr, t.idJSON, index, chunk, d, len(b))
+		f.bin = append(f.bin, b...)
+		if t.firstAudio == 0 {
+			t.firstAudio = time.Since(t.start)
+		}
+		if err := s.pushAudio(t, f); err != nil {
+			return err
+		}
+		chunk++
+		dur += d
+		return nil
+	}
+	req := t.req
+	req.Text = text
+	began := time.Now()
+	err = synthesize(ctx, s.deps.Engine, req, func(c engine.Chunk) error {
+		return pipe.Write(c.Samples, send)
+	})
+	if err == nil {
+		err = pipe.Flush(send)
+	}
+	t.generate += time.Since(began)
+	t.audio += dur
+	return dur, err
+}
+
+// synthesize retries while the engine pool is full and nothing was emitted
+// yet: for a live session a short wait beats failing the context.
+func synthesize(ctx context.Context, e engine.Engine, req engine.Request, emit func(engine.Chunk) error) error {
+	emitted := false
+	wrapped := func(c engine.Chunk) error {
+		emitted = true
+		return emit(c)
+	}
+	backoff := 20 * time.Millisecond
+	for waited := time.Duration(0); ; waited += backoff {
+		err := e.Synthesize(ctx, req, wrapped)
+		if !errors.Is(err, engine.ErrBusy) || emitted || waited >= 3*time.Second {
+			return err
+		}
+		tm := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		case <-tm.C:
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+	}
+}
+
+// duration of n bytes of output: PCM from its sample width, Opus by its
+// fixed 20 ms packets.
+func (t *task) duration(n int) float64 {
+	if bps := t.format.BytesPerSample(); bps > 0 {
+		return float64(n/bps) / float64(t.rate)
+	}
+	return float64(codec.OpusFrameSamples) / float64(codec.OpusRate)
+}
+
+// doneLocked closes a finalized task whose sentences are all sent.
+func (t *task) doneLocked() {
+	s := t.s
+	t.closeLocked()
+	f := getFrame()
+	f.hdr = appendTaskDone(f.hdr, t.idJSON, t.completed, t.audio,
+		float64(t.firstAudio)/1e6, float64(t.generate)/1e6, t.trace)
+	s.pushLocked(f, false)
+}
+
+// failLocked ends the task after a terminal synthesis failure; only an
+// engine that cannot run at all ends the session (close 1013).
+func (t *task) failLocked(err error) {
+	s := t.s
+	if errors.Is(err, errGone) || errors.Is(err, context.Canceled) {
+		// The session is ending (socket broken, server shutdown): stop
+		// quietly, finish answers the client.
+		t.gone = true
+		t.closeLocked()
+		return
+	}
+	if errors.Is(err, engine.ErrUnavailable) {
+		f := getFrame()
+		f.hdr = appendError(f.hdr, t.id, codeUnavailable, "the synthesis engine is unavailable", true)
+		s.abortLocked(closeTryLater, f)
+		t.gone = true
+		t.closeLocked()
+		return
+	}
+	code := "upstream_error"
+	switch {
+	case errors.Is(err, engine.ErrInvalidInput):
+		code = "invalid_input"
+	case errors.Is(err, engine.ErrBusy):
+		code = "upstream_busy"
+	}
+	s.log.Warn("websocket context failed", "context_id", t.id, "trace_id", t.trace, "err", err)
+	t.closeLocked()
+	f := getFrame()
+	f.hdr = appendTaskFailed(f.hdr, t.idJSON, t.completed, code, t.trace)
+	s.pushLocked(f, false)
+}
+
+// closeLocked frees the task's slot among the open contexts at once.
+func (t *task) closeLocked() {
+	s := t.s
+	t.closed = true
+	t.queued, t.queuedChars, t.pending = nil, 0, ""
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	for i, o := range s.tasks {
+		if o == t {
+			last := len(s.tasks) - 1
+			s.tasks[i], s.tasks[last] = s.tasks[last], nil
+			s.tasks = s.tasks[:last]
+			break
+		}
+	}
+	if len(s.tasks) == 0 {
+		s.tasks = nil
+	}
+}
+
+// cancelLocked stops the task's engine work and drops its queued audio;
+// nothing of it is written after this returns. It reports what the client
+// got and what it will not get.
+func (t *task) cancelLocked() (completed, dropped int) {
+	s := t.s
+	dropped = len(t.queued) + len(engine.Sentences(t.pending))
+	if t.inflight {
+		dropped++
+	}
+	t.gone = true
+	t.closeLocked()
+	if t.cancel != nil {
+		t.cancel()
+	}
+	purged := s.purgeLocked(t)
+	t.completed -= purged
+	return t.completed, dropped + purged
+}
