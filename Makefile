@@ -34,9 +34,11 @@ test-e2e: build
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
-# The fixed benchmark suite against a server it starts on the embedded defaults.
+# The fixed benchmark suite, once with the real engine and once with the
+# reference engine, against servers it starts on loopback (scripts/bench.sh;
+# README "Benchmarks"). Writes bench/results/<timestamp>/ and links latest.
 bench: build
-	$(BIN) bench suite --out bench/results/latest
+	@BIN=$(BIN) bash scripts/bench.sh
 
 # Short fuzzing of every parser; seeds found are kept in testdata.
 fuzz:

@@ -25,7 +25,13 @@
 // # Load
 //
 // Closed loop (--concurrency N): N workers, each starts its next operation when
-// the previous one ends. Open loop (--rate R): operations arrive every 1/R
+// the previous one ends. Workers start spread evenly over the warm-up, so that
+// operations of equal length do not stay in lockstep. With --pace a worker
+// starts its next operation no sooner than the previous one's start plus its
+// audio duration, as a listener playing it would: N workers are then N
+// concurrent realtime streams even against an engine much faster than real
+// time (paced workers are spread over one operation's audio, learnt from one
+// unmeasured operation before the level starts). Open loop (--rate R): operations arrive every 1/R
 // seconds whatever the server does; --concurrency then caps operations in
 // flight and an arrival that finds no free slot is counted as the error
 // "client:dropped" rather than queued, so the offered load stays honest.

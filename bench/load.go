@@ -40,6 +40,7 @@ type loadSpec struct {
 	warmup      time.Duration
 	timeout     time.Duration // per operation
 	maxTime     time.Duration // hard cap on issuing when only requests bound the run
+	pace        bool          // closed loop: next start >= previous start + its audio
 }
 
 // recorder folds samples into figures under one mutex; contention is low
@@ -182,6 +183,16 @@ func (r *recorder) progressLine(label string, since time.Duration) string {
 // ended. Progress goes to progress (nil: none) every second, overwriting one
 // line with \r.
 func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progress io.Writer) *recorder {
+	// Closed-loop workers start spread evenly over a ramp, so that operations
+	// of equal length do not run in lockstep (every worker asking at the same
+	// instant, once per operation), which no population of independent
+	// callers does. The ramp is the warm-up; paced workers are spread over
+	// one operation's audio instead (learnt from one unmeasured operation),
+	// as listeners that started at random moments are.
+	ramp := spec.warmup
+	if spec.pace && spec.rate <= 0 {
+		ramp = audioPeriod(ctx, sc, spec.timeout)
+	}
 	start := time.Now()
 	measureStart := start.Add(spec.warmup)
 	rec := newRecorder(measureStart)
@@ -228,14 +239,14 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 		}
 		return true, measured
 	}
-	runOne := func(slot int, measured bool) bool {
+	runOne := func(slot int, measured bool) sample {
 		rec.inflight.Add(1)
 		opCtx, opCancel := context.WithTimeout(hardCtx, spec.timeout)
 		s := sc.do(opCtx, slot)
 		opCancel()
 		rec.inflight.Add(-1)
 		rec.add(s, measured)
-		return s.err == ""
+		return s
 	}
 
 	var wg sync.WaitGroup
@@ -244,17 +255,34 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 			wg.Add(1)
 			go func(slot int) {
 				defer wg.Done()
+				if d := ramp * time.Duration(slot) / time.Duration(spec.concurrency); d > 0 {
+					select {
+					case <-hardCtx.Done():
+						return
+					case <-time.After(d):
+					}
+				}
 				for {
 					ok, measured := claim(time.Now())
 					if !ok {
 						return
 					}
-					if !runOne(slot, measured) {
+					s := runOne(slot, measured)
+					var pause time.Duration
+					switch {
+					case s.err != "":
 						// A failing server answers at once; without a pause the
 						// workers become a hot loop on the cores it shares.
+						pause = errorPause
+					case spec.pace && s.audio > 0:
+						// The listener is still playing the audio.
+						pause = time.Until(s.start.Add(time.Duration(s.audio * float64(time.Second))))
+						pause = min(pause, time.Until(issueEnd))
+					}
+					if pause > 0 {
 						select {
 						case <-hardCtx.Done():
-						case <-time.After(errorPause):
+						case <-time.After(pause):
 						}
 					}
 				}
@@ -269,11 +297,22 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 	return rec
 }
 
+// audioPeriod runs one unmeasured operation and returns its audio duration
+// (1 s if it failed or carried no audio).
+func audioPeriod(ctx context.Context, sc scenario, timeout time.Duration) time.Duration {
+	opCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if s := sc.do(opCtx, 0); s.err == "" && s.audio > 0 {
+		return time.Duration(s.audio * float64(time.Second))
+	}
+	return time.Second
+}
+
 // openLoop schedules arrivals every 1/rate from a fixed clock: if the
 // scheduler wakes late it catches up at once, so a slow server cannot lower
 // the offered load (no coordinated omission).
 func openLoop(ctx context.Context, spec loadSpec, claim func(time.Time) (bool, bool),
-	runOne func(int, bool) bool, rec *recorder, wg *sync.WaitGroup) {
+	runOne func(int, bool) sample, rec *recorder, wg *sync.WaitGroup) {
 	slots := make(chan int, spec.concurrency)
 	for i := 0; i < spec.concurrency; i++ {
 		slots <- i

@@ -18,7 +18,8 @@ import (
 // 0 done (even with request errors: they are results), 1 failed, 2 usage.
 //
 // `suite [flags]` and `compare A B` are accepted as words for --suite and
-// --compare A B.
+// --compare A B; `summary DIR` tabulates the runs in DIR/*/results.json (one
+// per engine, as make bench writes them) against the issue's targets.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
@@ -26,6 +27,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			args = append([]string{"--suite"}, args[1:]...)
 		case "compare":
 			args = append([]string{"--compare"}, args[1:]...)
+		case "summary":
+			return summaryMain(args[1:], stdout, stderr)
 		}
 	}
 	if a, b, ok := compareArgs(args); ok {
@@ -51,10 +54,25 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if suite {
-		_, err := Suite(ctx, SuiteOptions{
+		so := SuiteOptions{
 			BaseURL: o.BaseURL, APIKey: o.APIKey, Voice: o.Voice, Out: out,
-			ServerPID: o.ServerPID, Progress: o.Progress,
-		}, stdout)
+			ServerPID: o.ServerPID, Progress: o.Progress, Capacity: o.capacity,
+		}
+		// Only what was given on the command line overrides the suite's
+		// fixed values.
+		if o.setFlags["duration"] {
+			so.Duration = o.Duration
+		}
+		if o.setFlags["warmup"] {
+			so.Warmup = o.Warmup
+			if so.Warmup == 0 {
+				so.Warmup = -1
+			}
+		}
+		for _, l := range o.Sweep {
+			so.Levels = append(so.Levels, int(l))
+		}
+		_, err := Suite(ctx, so, stdout)
 		if err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
@@ -117,14 +135,28 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	fs.DurationVar(&o.MaxTime, "max-time", 5*time.Minute, "cap per level when only --requests bounds it")
 	fs.IntVar(&o.Contexts, "contexts", 4, "ws: contexts per session (at most 4)")
 	fs.StringVar(&o.TextMode, "ws-text", "sentence", "ws: sentence (whole text in task_start) or stream (word by word)")
+	fs.BoolVar(&o.Pace, "pace", false, "closed loop: start a worker's next operation only once the previous audio has played (start + audio duration): N realtime listeners")
 	fs.Float64Var(&o.TPS, "tps", 20, "ws stream: words per second, like a language model's tokens")
 	sweep := fs.String("sweep", "", "comma list of load levels, e.g. 1,16,64,256 (rates with --rate)")
 	fs.IntVar(&o.ServerPID, "server-pid", 0, "server pid for CPU/RSS from /proc (default: found by port on loopback, else /metrics)")
 	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
-	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid")
+	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid, and --duration, --warmup, --sweep, --capacity when given")
+	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err
+	}
+	o.setFlags = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.setFlags[f.Name] = true })
+	if *capacity != "" {
+		if !*suite {
+			return o, "", false, fmt.Errorf("--capacity applies to the suite only")
+		}
+		p, err := ParseProbes(*capacity)
+		if err != nil {
+			return o, "", false, err
+		}
+		o.capacity = p
 	}
 	if fs.NArg() > 0 {
 		return o, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())

@@ -24,6 +24,9 @@ func loadSlug(r *Result) string {
 	if r.Mode == "open" {
 		return "r" + strconv.FormatFloat(r.Rate, 'f', -1, 64)
 	}
+	if r.Paced {
+		return "c" + strconv.Itoa(r.Concurrency) + "rt"
+	}
 	return "c" + strconv.Itoa(r.Concurrency)
 }
 

@@ -62,14 +62,20 @@ func writeMarkdown(w io.Writer, run *Run, figs []figure) {
 		fmt.Fprintf(w, "\n## Capacity\n\nLargest measured load with TTFB p99 under %g ms and no errors:\n\n%s\n",
 			capacityLimitMs, strings.Join(lines, "\n"))
 	}
-	var errs []string
+	var errs, notes []string
 	for _, r := range run.Results {
 		if len(r.Errors) > 0 {
 			errs = append(errs, fmt.Sprintf("- %s %s: %s", r.Scenario, r.LoadLabel(), mdEscape(errorList(r.Errors))))
 		}
+		if r.Note != "" {
+			notes = append(notes, fmt.Sprintf("- %s %s: %s", r.Scenario, r.LoadLabel(), mdEscape(r.Note)))
+		}
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(w, "\n## Errors\n\n%s\n", strings.Join(errs, "\n"))
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\n## Notes\n\n%s\n", strings.Join(notes, "\n"))
 	}
 	src := "none"
 	if len(run.Results) > 0 {
@@ -97,13 +103,18 @@ func capacityLines(run *Run, limit float64) []string {
 	best := map[string]*Result{}
 	seen := map[string]bool{}
 	for _, r := range run.Results {
-		if !seen[r.Scenario] {
-			seen[r.Scenario] = true
-			order = append(order, r.Scenario)
+		// Realtime-paced and back-to-back loads are different questions.
+		k := r.Scenario
+		if r.Paced {
+			k += " realtime"
+		}
+		if !seen[k] {
+			seen[k] = true
+			order = append(order, k)
 		}
 		if r.ErrorCount == 0 && r.TTFB.N > 0 && r.TTFB.P99 < limit {
-			if b := best[r.Scenario]; b == nil || r.Load() > b.Load() {
-				best[r.Scenario] = r
+			if b := best[k]; b == nil || r.Load() > b.Load() {
+				best[k] = r
 			}
 		}
 	}

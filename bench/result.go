@@ -32,8 +32,11 @@ type HostInfo struct {
 
 // Result holds the figures of one scenario at one load level.
 type Result struct {
-	Scenario    string  `json:"scenario"`
-	Mode        string  `json:"mode"` // "closed" or "open"
+	Scenario string `json:"scenario"`
+	Mode     string `json:"mode"` // "closed" or "open"
+	// Paced (closed loop): each worker starts its next operation no sooner
+	// than the previous one's audio has played out, like a listener.
+	Paced       bool    `json:"paced,omitempty"`
 	Concurrency int     `json:"concurrency"`
 	Rate        float64 `json:"rate,omitempty"`     // arrivals per second, open loop
 	Contexts    int     `json:"contexts,omitempty"` // ws contexts per session
@@ -64,6 +67,10 @@ type Result struct {
 
 	Server ServerUsage `json:"server"`
 
+	// Note flags a level whose figures cannot be trusted, such as one where
+	// no operation started inside the measured window.
+	Note string `json:"note,omitempty"`
+
 	// ttfbRaw keeps the TTFB samples for the plots; too bulky for JSON.
 	ttfbRaw []float64
 }
@@ -82,10 +89,14 @@ func (r *Result) LoadLabel() string {
 	if r.Mode == "open" {
 		return fmt.Sprintf("%g/s", r.Rate)
 	}
-	if r.Scenario == "ws" {
-		return fmt.Sprintf("c=%d (%dx%d)", r.Concurrency, r.Sessions, r.Contexts)
+	rt := ""
+	if r.Paced {
+		rt = " realtime"
 	}
-	return fmt.Sprintf("c=%d", r.Concurrency)
+	if r.Scenario == "ws" {
+		return fmt.Sprintf("c=%d (%dx%d)%s", r.Concurrency, r.Sessions, r.Contexts, rt)
+	}
+	return fmt.Sprintf("c=%d%s", r.Concurrency, rt)
 }
 
 // ServerUsage is the server's resource use over the measured window.

@@ -31,6 +31,15 @@ type Options struct {
 	Sweep       []float64     // load levels (concurrency, or rate in open loop)
 	ServerPID   int
 	Progress    io.Writer // live progress line; nil = none
+	// Pace (closed loop): a worker starts its next operation no sooner than
+	// the previous one's start + its audio duration, so N workers are N
+	// realtime listeners rather than N back-to-back requesters; against an
+	// engine faster than real time this is what "N concurrent realtime
+	// streams" means.
+	Pace bool
+
+	setFlags map[string]bool // flags given on the command line (Main only)
+	capacity []Probe         // --capacity (suite only)
 }
 
 // Scenarios the bench knows, in report order.
@@ -167,7 +176,7 @@ func runLevel(ctx context.Context, o Options, base *target, usage usageSource, n
 	}
 	spec := loadSpec{
 		concurrency: o.Concurrency, rate: o.Rate, duration: o.Duration, requests: o.Requests,
-		warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime,
+		warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace && o.Rate <= 0,
 	}
 	if o.Rate > 0 {
 		spec.rate = level
@@ -181,6 +190,7 @@ func runLevel(ctx context.Context, o Options, base *target, usage usageSource, n
 	if spec.rate > 0 {
 		res.Mode, res.Rate = "open", spec.rate
 	}
+	res.Paced = spec.pace
 	var sc scenario
 	switch name {
 	case "speak":
@@ -207,6 +217,11 @@ func runLevel(ctx context.Context, o Options, base *target, usage usageSource, n
 	res.Server = mon.finish()
 	sc.close()
 	rec.fill(res)
+	if res.Operations == 0 && res.ErrorCount == 0 {
+		// Closed-loop workers still busy with warm-up operations when the
+		// window closed: operations outlast warm-up + duration.
+		res.Note = "no operation started in the measured window; lengthen --duration (operations take longer than warm-up + duration)"
+	}
 	if ws, ok := sc.(*wsScenario); ok {
 		ws.strayMu.Lock()
 		for k, v := range ws.stray {

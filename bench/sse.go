@@ -78,7 +78,7 @@ func (r *sseReader) split(chunk []byte) {
 		}
 	}
 	for len(chunk) > 0 {
-		i := bytes.IndexAny(chunk, "\r\n")
+		i := indexEOL(chunk)
 		if i < 0 {
 			r.acc = append(r.acc, chunk...)
 			if len(r.acc) > maxSSELine {
@@ -140,4 +140,19 @@ func (r *sseReader) reset() {
 	r.event = ""
 	r.data.Reset()
 	r.has = false
+}
+
+// indexEOL is bytes.IndexAny(b, "\r\n") with two vectorised IndexByte scans:
+// audio events are long base64 lines, and this scan is the client's main
+// cost per SSE byte.
+func indexEOL(b []byte) int {
+	n := bytes.IndexByte(b, '\n')
+	head := b
+	if n >= 0 {
+		head = b[:n]
+	}
+	if r := bytes.IndexByte(head, '\r'); r >= 0 {
+		return r
+	}
+	return n
 }

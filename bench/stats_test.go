@@ -271,3 +271,16 @@ func TestProgressLine(t *testing.T) {
 		t.Errorf("window not drained: %q", got)
 	}
 }
+
+func TestMarkdownNotesAndErrors(t *testing.T) {
+	run := &Run{Engine: "e|x", Results: []*Result{
+		{Scenario: "sse", Mode: "closed", Concurrency: 64, Note: "no operation started", Errors: map[string]int{"503 upstream_busy": 2}, ErrorCount: 2},
+	}}
+	var b strings.Builder
+	writeMarkdown(&b, run, nil)
+	for _, want := range []string{"`e\\|x`", "## Errors", "- sse c=64: 503 upstream_busy x2", "## Notes", "no operation started", "| sse | "} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -18,7 +20,38 @@ type SuiteOptions struct {
 	Levels    []int         // default 1, 16, 64, 256
 	Duration  time.Duration // measured per level, default 8s
 	Warmup    time.Duration // per level, default 1s; negative = none
-	Progress  io.Writer
+	// Capacity probes run after the fixed levels, each one scenario at one
+	// concurrency with the same duration and warm-up, and are appended to
+	// the same run: the report's Capacity section then covers them too.
+	Capacity []Probe
+	Progress io.Writer
+}
+
+// Probe is one capacity measurement of a suite: a scenario at a concurrency
+// (ws: contexts, 4 per session).
+type Probe struct {
+	Scenario    string
+	Concurrency int
+	Pace        bool // realtime listeners (Options.Pace)
+}
+
+// ParseProbes reads "ws=1000,sse=500" (also "ws:1000") into probes; a
+// "/rt" suffix (ws=500/rt) paces the probe like realtime listeners.
+func ParseProbes(s string) ([]Probe, error) {
+	var out []Probe
+	for _, p := range splitList(s) {
+		i := strings.IndexAny(p, "=:")
+		if i < 0 {
+			return nil, fmt.Errorf("capacity probe %q: want scenario=concurrency", p)
+		}
+		v, pace := strings.CutSuffix(p[i+1:], "/rt")
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || !contains(Scenarios, p[:i]) {
+			return nil, fmt.Errorf("capacity probe %q: want scenario=concurrency with a known scenario", p)
+		}
+		out = append(out, Probe{Scenario: p[:i], Concurrency: n, Pace: pace})
+	}
+	return out, nil
 }
 
 // SuiteText is about one second of speech: under a real-time paced engine an
@@ -34,7 +67,8 @@ const SuiteText = "Hello, how can I help?"
 // minutes and under 5. ws concurrency counts contexts, 4 per session (64
 // sessions at 256). The server's workspace must allow it: billing off,
 // concurrency >= 256, rps 0, sessions >= 64 (`voicesvc admin workspace
-// update`).
+// update`). make bench (scripts/bench.sh) runs it per engine with 4 s
+// measured per level and capacity probes, to fit both engines in 5 minutes.
 //
 // It writes results.json, report.md and plots into Out, prints the table to
 // stdout and returns the run.
@@ -66,6 +100,17 @@ func Suite(ctx context.Context, so SuiteOptions, stdout io.Writer) (*Run, error)
 	run, err := Execute(ctx, o)
 	if run == nil {
 		return nil, err
+	}
+	for _, p := range so.Capacity {
+		if err != nil {
+			break
+		}
+		po := o
+		po.Scenarios, po.Sweep, po.Pace = []string{p.Scenario}, []float64{float64(p.Concurrency)}, p.Pace
+		var pr *Run
+		if pr, err = Execute(ctx, po); pr != nil {
+			run.Results = append(run.Results, pr.Results...)
+		}
 	}
 	run.Args = []string{"voicesvc", "bench", "--suite"}
 	if werr := WriteOutputs(so.Out, run, stdout); werr != nil {

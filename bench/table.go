@@ -29,6 +29,9 @@ func WriteTable(w io.Writer, run *Run) error {
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "errors %s %s: %s\n", r.Scenario, r.LoadLabel(), errorList(r.Errors))
 		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "note %s %s: %s\n", r.Scenario, r.LoadLabel(), r.Note)
+		}
 	}
 	return nil
 }

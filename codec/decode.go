@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/hajimehoshi/go-mp3"
 	"github.com/mewkiz/flac"
 	"github.com/mewkiz/flac/frame"
 )
@@ -28,7 +27,7 @@ func DecodeClip(data []byte) (samples []float32, rate int, err error) {
 	case "ogg":
 		samples, rate, err = guard("ogg", func() ([]float32, int, error) { return decodeOggOpus(data) })
 	case MP3:
-		samples, rate, err = guard("mp3", func() ([]float32, int, error) { return decodeMP3(data) })
+		samples, rate, err = decodeMP3Clip(data)
 	default:
 		return nil, 0, ErrUnknownFormat
 	}
@@ -65,14 +64,16 @@ func isMP3Header(b []byte) bool {
 		b[2]&0x0C != 0x0C // sample rate index
 }
 
-// guard runs a third-party decoder. go-mp3 indexes its tables from
-// bitstream fields without checking them (fuzzing found an index out of
-// range in maindata.getScaleFactorsMpeg2 on 72 bytes, kept as the seed
+// guard runs a third-party Go decoder. go-mp3 (used for MP3 in nomp3
+// builds) indexes its tables from bitstream fields without checking them
+// (fuzzing found an index out of range in maindata.getScaleFactorsMpeg2
+// on 72 bytes, kept as the seed
 // testdata/fuzz/FuzzDecodeMP3/regress-gomp3-index-panic), and no check on
 // our side short of a second MP3 parser could rule that out. For upload
 // bytes the only sane reading of such a panic is a corrupt file, so the
-// recover sits at this boundary, for code we do not own; our own WAV
-// reader has no recover and is fuzzed to never panic.
+// recover sits at this boundary, for Go code we do not own. Our own WAV
+// reader and hip binding have no recover (a recover cannot catch a C
+// fault anyway) and are fuzzed to never panic.
 func guard(name string, f func() ([]float32, int, error)) (s []float32, rate int, err error) {
 	defer func() {
 		if r := recover(); r != nil {
@@ -80,41 +81,6 @@ func guard(name string, f func() ([]float32, int, error)) (s []float32, rate int
 		}
 	}()
 	return f()
-}
-
-func decodeMP3(data []byte) ([]float32, int, error) {
-	d, err := mp3.NewDecoder(bytes.NewReader(data))
-	if err != nil {
-		return nil, 0, fmt.Errorf("%w: mp3: %v", ErrCorrupt, err)
-	}
-	rate := d.SampleRate()
-	if rate <= 0 {
-		return nil, 0, fmt.Errorf("%w: mp3 without a sample rate", ErrCorrupt)
-	}
-	// go-mp3 always yields 16-bit little-endian stereo, mono duplicated.
-	var out []float32
-	buf := make([]byte, 4*1152)
-	for {
-		n, err := io.ReadFull(d, buf)
-		for i := 0; i+4 <= n; i += 4 {
-			l := int16(uint16(buf[i]) | uint16(buf[i+1])<<8)
-			r := int16(uint16(buf[i+2]) | uint16(buf[i+3])<<8)
-			out = append(out, (float32(l)+float32(r))/(2<<15))
-		}
-		if len(out) > MaxClipSamples {
-			return nil, 0, ErrTooLong
-		}
-		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			break
-		}
-		if err != nil {
-			return nil, 0, fmt.Errorf("%w: mp3: %v", ErrCorrupt, err)
-		}
-	}
-	if len(out) == 0 {
-		return nil, 0, fmt.Errorf("%w: mp3 without audio frames", ErrCorrupt)
-	}
-	return out, rate, nil
 }
 
 func decodeFLAC(data []byte) ([]float32, int, error) {

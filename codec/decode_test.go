@@ -38,6 +38,8 @@ func makeClips(t *testing.T) map[string][]byte {
 	run(t, "espeak-ng", "-w", p("speech.wav"), "The quick brown fox jumps over the lazy dog.")
 	run(t, "sox", "-n", "-r", "44100", "-c", "2", "-b", "24", p("tone.wav"), "synth", "1", "sine", "1000", "vol", "0.5")
 	run(t, "lame", "--quiet", "-b", "64", p("speech.wav"), p("speech.mp3"))
+	// 32 kbit/s at 22050 Hz: go-mp3 decodes this one to noise.
+	run(t, "lame", "--quiet", "-b", "32", p("speech.wav"), p("speech32.mp3"))
 	run(t, "lame", "--quiet", "--add-id3v2", "--tt", "tone", p("tone.wav"), p("tone.mp3"))
 	run(t, "flac", "--silent", "-o", p("speech.flac"), p("speech.wav"))
 	run(t, "flac", "--silent", "-o", p("tone.flac"), p("tone.wav"))
@@ -46,7 +48,7 @@ func makeClips(t *testing.T) map[string][]byte {
 	run(t, "sox", p("tone.wav"), p("tone.ogg")) // Ogg Vorbis: not ours
 	run(t, "sox", p("tone.wav"), p("tone.aiff"))
 	out := map[string][]byte{}
-	for _, n := range []string{"speech.wav", "tone.wav", "speech.mp3", "tone.mp3", "speech.flac",
+	for _, n := range []string{"speech.wav", "tone.wav", "speech.mp3", "speech32.mp3", "tone.mp3", "speech.flac",
 		"tone.flac", "speech.opus", "tone.opus", "tone.ogg", "tone.aiff"} {
 		out[n] = readFile(t, p(n))
 	}
@@ -68,6 +70,7 @@ func TestDecodeClip(t *testing.T) {
 	}{
 		{"speech.wav", 22050, speechSec, 0},
 		{"speech.mp3", 22050, speechSec, 0.1},
+		{"speech32.mp3", 22050, speechSec, 0.1},
 		{"speech.flac", 22050, speechSec, 0},
 		{"speech.opus", 48000, speechSec, 0.01},
 		{"tone.wav", 44100, 1, 0},

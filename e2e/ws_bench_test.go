@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"voicesvc/e2e/harness"
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
 )
@@ -142,7 +143,14 @@ func engineFirstChunk(b *testing.B, rtf float64, n, per int) []time.Duration {
 // session (VmRSS before and after opening them).
 func BenchmarkWSIdleMemory(b *testing.B) {
 	const n = 1000
-	srv, e := wsServer(b, 0, "enterprise", nil, "--concurrency", "5000", "--sessions", "5000")
+	// WS_BENCH_GOGC sets the server's GOGC: RSS also holds the handshakes'
+	// garbage not yet collected, which scales with GOGC, not with sessions.
+	var env []string
+	if g := os.Getenv("WS_BENCH_GOGC"); g != "" {
+		env = append(env, "GOGC="+g)
+	}
+	srv := harness.Start(b, harness.Options{Args: refArgs(0), Env: env})
+	e := newEnv(b, srv, "enterprise", "--concurrency", "5000", "--sessions", "5000")
 	// Warm up: one session through a synthesis, so lazily built state
 	// (pools, code pages) is counted before, not per session.
 	c := wsOpen(b, srv, e.key)

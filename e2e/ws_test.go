@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"net/http"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fasthttp/websocket"
 
 	"voicesvc/e2e/harness"
 	"voicesvc/engine/reference"
@@ -61,6 +64,19 @@ func TestWSHandshake(t *testing.T) {
 	if h = wsDial(t, srv, nil, protoHdr(tok)); h.outcome() != "401 token_invalid" {
 		t.Errorf("used token: %s", h.outcome())
 	}
+	// A token limited to one voice: another voice is a non-fatal
+	// voice_not_allowed.
+	other := otherVoice(t, srv, e.key, e.voice)
+	h = wsDial(t, srv, nil, protoHdr(e.token(t, srv, map[string]any{"voice_ids": []string{e.voice}})))
+	if h.status != 101 {
+		t.Fatalf("limited token: %s", h.outcome())
+	}
+	h.c.start("x", other, "Hi.", true)
+	h.c.expectError("voice_not_allowed")
+	h.c.start("y", e.voice, "Hi.", true)
+	h.c.until(is("task_done", "y"))
+	h.c.end()
+
 	// (c) access_token; (d) api_key, deprecated.
 	if h = wsDial(t, srv, url.Values{"access_token": {e.token(t, srv, map[string]any{})}}, nil); h.status != 101 {
 		t.Errorf("access_token: %s", h.outcome())
@@ -190,8 +206,29 @@ func TestWSContexts(t *testing.T) {
 	c.expectError("text_too_long")
 	c.start("empty", e.voice, "", true)
 	c.expectError("text_required")
+	c.start("nv", "0123456789abcdef01234567", "Hi.", true)
+	c.expectError("voice_not_found")
+	if err := c.ws.WriteMessage(websocket.BinaryMessage, []byte{1, 2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	c.expectError("invalid_message")
 	c.send(map[string]any{"type": "task_cancel", "context_id": "dup"})
 	c.until(is("task_cancelled", "dup"))
+	// A bad output_format is coerced to the default; opus is 20 ms packets
+	// at 48 kHz.
+	c.start("fmt", e.voice, "Coerced.", true, "output_format", "mp9")
+	if ev := c.until(is("task_started", "fmt")); ev[len(ev)-1].AudioFormat != "f32le" || ev[len(ev)-1].SampleRate != 24000 {
+		t.Fatalf("coerced format: %+v", ev[len(ev)-1])
+	}
+	c.until(is("task_done", "fmt"))
+	c.start("opus", e.voice, "Opus packets.", true, "output_format", "opus")
+	for _, ev := range c.until(is("task_done", "opus")) {
+		bad := ev.Type == "task_started" && (ev.SampleRate != 48000 || ev.AudioFormat != "opus") ||
+			ev.Type == "audio_chunk" && (len(ev.Bin) == 0 || math.Abs(ev.AudioDuration-0.02) > 1e-6)
+		if bad {
+			t.Fatalf("opus: %+v", ev)
+		}
+	}
 	c.start("ok", e.voice, "Still working.", true)
 	checkDone(t, "ok", collect(t, c.until(is("task_done", "ok")))["ok"], []string{"Still working."})
 
@@ -229,6 +266,48 @@ func TestWSContexts(t *testing.T) {
 	if evs = c.until(is("close", "")); evs[len(evs)-1].CloseCode != 1009 {
 		t.Fatalf("over 1 MiB: %v", evs)
 	}
+	// A text frame that is not UTF-8 closes with 1007.
+	c = wsOpen(t, srv, e.key)
+	c.send([]byte("{\"type\":\"task_start\",\"text\":\"\xff\"}"))
+	if evs = c.until(is("close", "")); evs[len(evs)-1].CloseCode != 1007 {
+		t.Fatalf("not UTF-8: %v", evs)
+	}
+}
+
+// otherVoice is a ready voice of the catalog other than not.
+func otherVoice(t testing.TB, srv *harness.Server, key, not string) string {
+	t.Helper()
+	r := mustCall(t, "GET", srv.API+"/voices?page_size=100", nil, keyHdr(key)...)
+	for _, v := range r.data(t)["voices"].([]any) {
+		if m := v.(map[string]any); m["status"] == "ready" && m["id"] != not {
+			return m["id"].(string)
+		}
+	}
+	t.Fatal("no second voice")
+	return ""
+}
+
+// TestWSEspeak: real speech through a session (espeak, in process).
+func TestWSEspeak(t *testing.T) {
+	srv := harness.Start(t, harness.Options{Args: []string{"--engine", "espeak", "--engine-workers", "0", "--billing", "meter"}})
+	e := newEnv(t, srv, "pro")
+	c := wsOpen(t, srv, e.key)
+	want := []string{"Hello world.", "How are you today?"}
+	c.start("e", e.voice, strings.Join(want, " "), true)
+	x := collect(t, c.until(is("task_done", "e")))["e"]
+	checkDone(t, "e", x, want)
+	var sum float64
+	var n int
+	for _, ch := range x.chunks {
+		for i := 0; i+4 <= len(ch.Bin); i += 4 {
+			v := math.Float32frombits(binary.LittleEndian.Uint32(ch.Bin[i:]))
+			sum += float64(v) * float64(v)
+			n++
+		}
+	}
+	if rms := math.Sqrt(sum / float64(max(n, 1))); rms < 0.01 || x.done.TotalAudioDuration < 0.5 {
+		t.Fatalf("espeak audio: rms %.4f, %.2f s", rms, x.done.TotalAudioDuration)
+	}
 }
 
 func TestWSCancelCredits(t *testing.T) {
@@ -249,6 +328,10 @@ func TestWSCancelCredits(t *testing.T) {
 			t.Fatalf("%v after task_cancelled", ev)
 		}
 	}
+	// session_end while a context speaks: its frames stop, session_ended
+	// is the last message, then the close.
+	c.start("s", e.voice, strings.Repeat("This sentence takes a good while to say. ", 6), true)
+	c.until(is("audio_chunk", "s"))
 	c.end()
 
 	// Credits run out mid-session: fatal insufficient_credits, the frame
@@ -348,5 +431,3 @@ func oneSession(c *wsc, i int, voice string) error {
 		}
 	}
 }
-
-var _ = harness.APIPath

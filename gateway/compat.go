@@ -90,52 +90,13 @@ func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	a, err := s.admit(p, in.opts.Chars(), false)
-	setAdmissionHeaders(ctx, a, err)
-	if err != nil {
-		job.pipe.Close()
-		s.writeError(ctx, err)
+	a := s.admitJob(ctx, p, job, false)
+	if a == nil {
 		return
 	}
-	if !p.Limits.Streaming {
-		s.compatBuffered(ctx, job, a)
-		return
-	}
-	st, err := s.startStream(job, a, "compat", func(rctx context.Context, st *audioStream) (synth.Result, error) {
-		return synth.Run(rctx, job.eng, job.req, job.pipe, st.Send) // after audio: aborts the body
-	})
-	if err != nil {
-		s.synthFailed(ctx, err)
-		return
-	}
-	setCompatAudioHeaders(ctx, job.pipe)
-	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
-	ctx.SetBodyStream(st, -1)
-}
-
-// compatBuffered synthesizes the whole clip into the body (plans without
-// streaming), then fixes the WAV header's sizes.
-func (s *Server) compatBuffered(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission) {
-	rctx, cancel := context.WithTimeout(context.Background(), synthTimeout)
-	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
-		ctx.Response.AppendBody(b)
-		return nil
-	})
-	cancel()
-	job.pipe.Close()
-	a.Done(res.Samples)
-	s.outcome("compat", err)
-	if err != nil {
-		ctx.Response.ResetBody()
-		s.synthFailed(ctx, err)
-		return
-	}
-	setCompatAudioHeaders(ctx, job.pipe)
-	if job.opts.Format == codec.WAV {
-		if body := ctx.Response.Body(); len(body) >= 44 {
-			codec.AppendWAVHeader(body[:0], job.pipe.Rate(), 16, false, len(body)-44)
-		}
-	}
+	// Without the plan's streaming feature the whole clip comes in one
+	// response (interface 4.10).
+	s.respondAudio(ctx, job, a, "compat", !p.Limits.Streaming, setCompatAudioHeaders)
 }
 
 // setCompatAudioHeaders: audio/mpeg, audio/wav, or audio/pcm with the

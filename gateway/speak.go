@@ -65,35 +65,57 @@ func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	a, err := s.admit(p, o.Chars(), false)
+	a := s.admitJob(ctx, p, job, false)
+	if a == nil {
+		return
+	}
+	// A one-shot WAV carries its exact sizes, and a speak that may be
+	// replayed is kept whole: both are buffered. Raw formats stream.
+	buffered := o.Format == codec.WAV || len(ctx.Request.Header.PeekBytes(hdrIdempotencyKey)) > 0
+	s.respondAudio(ctx, job, a, "speak", buffered, setAudioHeaders)
+}
+
+// admitJob admits a prepared synthesis (interface 8: slot, charge, token)
+// and sets the admission headers. On refusal it frees the pipeline, answers
+// the error and returns nil.
+func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *Principal, job *synthJob, streaming bool) *Admission {
+	a, err := s.admit(p, job.opts.Chars(), streaming)
 	setAdmissionHeaders(ctx, a, err)
 	if err != nil {
 		job.pipe.Close()
 		s.writeError(ctx, err)
+		return nil
+	}
+	return a
+}
+
+// respondAudio answers an admitted synthesis with its audio, buffered whole
+// or streamed as it is generated; setHeaders describes the audio. Speak and
+// the compatible endpoint share it.
+func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
+	buffered bool, setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
+	if buffered {
+		s.bufferedAudio(ctx, job, a, route, setHeaders)
 		return
 	}
-	if o.Format == codec.WAV || len(ctx.Request.Header.PeekBytes(hdrIdempotencyKey)) > 0 {
-		s.speakBuffered(ctx, job, a)
-		return
-	}
-	st, err := s.startStream(job, a, "speak", func(rctx context.Context, st *audioStream) (synth.Result, error) {
-		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, st.Send)
-		return res, err // after audio: aborts the body
+	st, err := s.startStream(job, a, route, func(rctx context.Context, st *audioStream) (synth.Result, error) {
+		return synth.Run(rctx, job.eng, job.req, job.pipe, st.Send) // after audio: aborts the body
 	})
 	if err != nil {
 		s.synthFailed(ctx, err)
 		return
 	}
-	setAudioHeaders(ctx, job.pipe)
+	setHeaders(ctx, job.pipe)
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
 	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
 	ctx.SetBodyStream(st, -1)
 }
 
-// speakBuffered synthesizes into the response body, then fixes the WAV
+// bufferedAudio synthesizes into the response body, then fixes the WAV
 // header's sizes.
-func (s *Server) speakBuffered(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission) {
+func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
+	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	rctx, cancel := context.WithTimeout(context.Background(), synthTimeout)
 	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
 		ctx.Response.AppendBody(b)
@@ -102,16 +124,15 @@ func (s *Server) speakBuffered(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 	cancel()
 	job.pipe.Close()
 	a.Done(res.Samples)
-	s.outcome("speak", err)
+	s.outcome(route, err)
 	if err != nil {
 		ctx.Response.ResetBody()
 		s.synthFailed(ctx, err)
 		return
 	}
-	setAudioHeaders(ctx, job.pipe)
+	setHeaders(ctx, job.pipe)
 	if job.opts.Format == codec.WAV {
-		body := ctx.Response.Body()
-		if len(body) >= 44 {
+		if body := ctx.Response.Body(); len(body) >= 44 {
 			codec.AppendWAVHeader(body[:0], job.pipe.Rate(), 16, false, len(body)-44)
 		}
 	}

@@ -40,11 +40,8 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, p *Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	a, err := s.admit(p, o.Chars(), true)
-	setAdmissionHeaders(ctx, a, err)
-	if err != nil {
-		job.pipe.Close()
-		s.writeError(ctx, err)
+	a := s.admitJob(ctx, p, job, true)
+	if a == nil {
 		return
 	}
 	st, err := s.startStream(job, a, "sse", s.runSSE(job))

@@ -3,6 +3,8 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"time"
 
@@ -69,6 +71,15 @@ func (s *Server) wsRoutes(api *router.Group) {
 			CheckOrigin:       func(*fasthttp.RequestCtx) bool { return true },
 			EnableCompression: false,
 			HandshakeTimeout:  10 * time.Second,
+			// Only reached when the upgrader refuses what
+			// isWebSocketHandshake let through: answer in JSON too.
+			Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
+				code := control.EInvalidRequest
+				if status >= 500 {
+					code = control.EInternal
+				}
+				s.writeError(ctx, control.Errorf(code, "%v", reason))
+			},
 		},
 		cfg:    sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20},
 		ctx:    ctx,
@@ -136,25 +147,34 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	reqID := string(requestID(ctx))
-	log := s.log.With("request_id", reqID, "workspace", p.WorkspaceID)
 	deps := sessions.Deps{
 		Engine:    s.engine,
 		Voice:     s.sessionVoice(p),
 		Meter:     s.synth.meter,
 		Workspace: workspaceOf(p),
-		Logger:    log,
+		Logger:    s.log, // not a With per session: an idle session stays small
 	}
 	w := s.ws
 	w.wg.Add(1)
 	err = w.up.Upgrade(ctx, func(conn *websocket.Conn) {
 		// Here the RequestCtx is no longer ours; the session ends before
 		// this handler returns.
-		defer w.wg.Done()
 		opened := time.Now()
-		rerr := sessions.Run(w.ctx, conn, w.cfg, deps)
-		a.Done(0) // the handshake charged nothing: no refund call
-		lease.Release()
-		log.Info("websocket session closed", "duration", time.Since(opened), "reason", errText(rerr))
+		var rerr error
+		defer func() {
+			// fasthttp runs this on a goroutine of its own, without a
+			// recover: a panic here would end the process.
+			if v := recover(); v != nil {
+				rerr = fmt.Errorf("panic: %v", v)
+				s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+			}
+			a.Done(0) // the handshake charged nothing: no refund call
+			lease.Release()
+			w.wg.Done()
+			s.log.Info("websocket session closed", "request_id", reqID, "workspace", p.WorkspaceID,
+				"duration", time.Since(opened), "reason", errText(rerr))
+		}()
+		rerr = sessions.Run(w.ctx, conn, w.cfg, deps)
 	})
 	if err != nil {
 		// The upgrader has answered (its checks passed ours, so this is

@@ -190,3 +190,23 @@ func TestWSSessionSlots(t *testing.T) {
 		t.Fatalf("at shutdown: %v", err)
 	}
 }
+
+// TestWSOutlivesHTTPTimeouts: fasthttp's read, write and idle timeouts do
+// not reach a hijacked socket; only the session's own idle timeout does.
+func TestWSOutlivesHTTPTimeouts(t *testing.T) {
+	short := 150 * time.Millisecond
+	ss := newSynthServer(t, synthOpts{cfg: Config{ReadTimeout: short, WriteTimeout: short,
+		StreamWriteTimeout: short, IdleTimeout: short, WSIdleTimeout: 5 * short}})
+	c, r, err := ss.wsDial("", wsKey(ss.key))
+	if err != nil {
+		t.Fatalf("dial: %v (%s)", err, wsCode(r))
+	}
+	defer c.Close()
+	time.Sleep(3 * short)
+	speakOnce(t, c, ss.voice, "late") // 3x every fasthttp timeout later
+	c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, b, err := c.ReadMessage() // then silence: session_ended idle
+	if err != nil || !strings.Contains(string(b), `"idle"`) {
+		t.Fatalf("idle: %q %v", b, err)
+	}
+}

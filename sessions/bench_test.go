@@ -156,7 +156,10 @@ func BenchmarkCancelLatency(b *testing.B) {
 	}{{"paced", 1}, {"flood", 0}} {
 		b.Run("busy="+mode.name, func(b *testing.B) {
 			ts := startServer(b, Config{}, refDeps(reference.New(reference.Options{RTF: mode.rtf})))
-			const n = 32
+			n := 32
+			if v, err := strconv.Atoi(os.Getenv("CANCEL_SESSIONS")); err == nil {
+				n = v
+			}
 			var mu sync.Mutex
 			var lat []time.Duration
 			var left atomic.Int64
@@ -194,10 +197,11 @@ func cancelOnce(c *client, i int) (time.Duration, error) {
 		return 0, err
 	}
 	var t0 time.Time
+	_ = c.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
 	for {
 		typ, r, err := c.ws.NextReader()
 		if err != nil {
-			return 0, err
+			return 0, fmt.Errorf("context %s: %w", id, err)
 		}
 		if typ == websocket.BinaryMessage {
 			if t0.IsZero() {
@@ -209,7 +213,7 @@ func cancelOnce(c *client, i int) (time.Duration, error) {
 			continue
 		}
 		var head [64]byte
-		n, _ := r.Read(head[:])
+		n, _ := io.ReadFull(r, head[:])
 		if bytes.Contains(head[:n], []byte(`"task_cancelled"`)) {
 			return time.Since(t0), nil
 		}

@@ -4,7 +4,7 @@ import (
 	"math"
 	"strconv"
 	"sync"
-	"unicode/utf8"
+	"voicesvc/jsonw"
 )
 
 // frame is one unit of the outbound queue: a JSON text frame, optionally
@@ -56,57 +56,6 @@ func putFrame(f *frame) {
 // JSON is written by hand: the shapes are fixed and few, and going through
 // encoding/json would allocate on every audio chunk.
 
-// appendString appends s as a JSON string literal.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
-			i++
-			continue
-		}
-		if c < utf8.RuneSelf {
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigit[c>>4], hexDigit[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		// U+2028/2029 are valid JSON but break JavaScript consumers that
-		// eval; invalid UTF-8 cannot occur (inputs are validated) but is
-		// replaced rather than passed through.
-		if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
-			b = append(b, s[start:i]...)
-			if r == utf8.RuneError {
-				b = append(b, `\ufffd`...)
-			} else {
-				b = append(b, '\\', 'u', '2', '0', '2', hexDigit[r&0xf])
-			}
-			i += n
-			start = i
-			continue
-		}
-		i += n
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
-
-const hexDigit = "0123456789abcdef"
-
 // appendSeconds writes a duration in seconds rounded to microseconds, the
 // precision clients can use, without exponent notation.
 func appendSeconds(b []byte, s float64) []byte {
@@ -140,7 +89,7 @@ func appendTaskStarted(b, idJSON []byte, rate int, format string) []byte {
 	b = append(b, `,"sample_rate":`...)
 	b = strconv.AppendInt(b, int64(rate), 10)
 	b = append(b, `,"audio_format":`...)
-	b = appendString(b, format)
+	b = jsonw.AppendString(b, format)
 	return append(b, '}')
 }
 
@@ -150,7 +99,7 @@ func appendSentenceDone(b, idJSON []byte, index int, text string, dur float64) [
 	b = append(b, `,"sentence_index":`...)
 	b = strconv.AppendInt(b, int64(index), 10)
 	b = append(b, `,"text":`...)
-	b = appendString(b, text)
+	b = jsonw.AppendString(b, text)
 	b = append(b, `,"audio_duration_s":`...)
 	b = appendSeconds(b, dur)
 	return append(b, '}')
@@ -174,7 +123,7 @@ func appendTaskDone(b, idJSON []byte, n int, total, ttfbMS, genMS float64, trace
 	}
 	b = strconv.AppendFloat(b, math.Round(rtf*1e4)/1e4, 'f', -1, 64)
 	b = append(b, `},"trace_id":`...)
-	b = appendString(b, trace)
+	b = jsonw.AppendString(b, trace)
 	return append(b, '}')
 }
 
@@ -186,7 +135,7 @@ func appendTaskCancelled(b, idJSON []byte, completed, dropped int, trace string)
 	b = append(b, `,"sentences_dropped":`...)
 	b = strconv.AppendInt(b, int64(dropped), 10)
 	b = append(b, `,"trace_id":`...)
-	b = appendString(b, trace)
+	b = jsonw.AppendString(b, trace)
 	return append(b, '}')
 }
 
@@ -196,9 +145,9 @@ func appendTaskFailed(b, idJSON []byte, completed int, code, trace string) []byt
 	b = append(b, `,"sentences_completed":`...)
 	b = strconv.AppendInt(b, int64(completed), 10)
 	b = append(b, `,"code":`...)
-	b = appendString(b, code)
+	b = jsonw.AppendString(b, code)
 	b = append(b, `,"trace_id":`...)
-	b = appendString(b, trace)
+	b = jsonw.AppendString(b, trace)
 	return append(b, '}')
 }
 
@@ -207,12 +156,12 @@ func appendError(b []byte, contextID, code, msg string, fatal bool) []byte {
 	b = append(b, `{"type":"error"`...)
 	if contextID != "" {
 		b = append(b, `,"context_id":`...)
-		b = appendString(b, contextID)
+		b = jsonw.AppendString(b, contextID)
 	}
 	b = append(b, `,"code":`...)
-	b = appendString(b, code)
+	b = jsonw.AppendString(b, code)
 	b = append(b, `,"message":`...)
-	b = appendString(b, msg)
+	b = jsonw.AppendString(b, msg)
 	b = append(b, `,"fatal":`...)
 	b = strconv.AppendBool(b, fatal)
 	return append(b, '}')
@@ -220,6 +169,6 @@ func appendError(b []byte, contextID, code, msg string, fatal bool) []byte {
 
 func appendSessionEnded(b []byte, reason string) []byte {
 	b = append(b, `{"type":"session_ended","reason":`...)
-	b = appendString(b, reason)
+	b = jsonw.AppendString(b, reason)
 	return append(b, '}')
 }

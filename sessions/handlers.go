@@ -7,6 +7,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine"
+	"voicesvc/jsonw"
 )
 
 // findLocked returns the open task with that context_id.
@@ -50,10 +51,10 @@ func (s *session) taskStart(m message) (bool, error) {
 		}
 		return true, s.fatal(p.contextID, codeInternal, "internal error", closeInternal, err)
 	}
-	if end, err := s.charge(p.contextID, p.textChars); end {
+	if _, end, err := s.charge(p.contextID, p.textChars); end {
 		return true, err
 	}
-	t := &task{s: s, id: p.contextID, idJSON: appendString(nil, p.contextID), trace: control.NewID(),
+	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
 		format: p.format, rate: p.rate, idleFlush: p.idleFlush, start: time.Now(),
 		req: engine.Request{Language: p.language, Profile: voice.Profile, Params: params(p, voice)}}
 	s.mu.Lock()
@@ -108,19 +109,19 @@ func (s *session) voice(id string) (*control.Voice, error) {
 
 // charge bills chars for one frame. end reports that the session is over:
 // the frame that exceeded the balance is not forwarded (interface 6.3).
-func (s *session) charge(contextID string, chars int) (end bool, err error) {
+func (s *session) charge(contextID string, chars int) (c control.Charge, end bool, err error) {
 	if s.deps.Meter == nil || s.deps.Workspace == nil || chars == 0 {
-		return false, nil
+		return c, false, nil
 	}
-	_, _, err = s.deps.Meter.Charge(s.parent, s.deps.Workspace, int64(chars))
+	c, _, err = s.deps.Meter.Charge(s.parent, s.deps.Workspace, int64(chars))
 	switch control.ErrorCode(err) {
 	case "":
-		return false, nil
+		return c, false, nil
 	case control.EInsufficientCredits, control.EQuotaExhausted:
 		// decisions.md: running out mid-session is always this code.
-		return true, s.fatal(contextID, codeInsufficient, "not enough characters left for this text", closeCredits, err)
+		return c, true, s.fatal(contextID, codeInsufficient, "not enough characters left for this text", closeCredits, err)
 	}
-	return true, s.fatal(contextID, codeInternal, "internal error", closeInternal, err)
+	return c, true, s.fatal(contextID, codeInternal, "internal error", closeInternal, err)
 }
 
 func (s *session) taskContinue(m message) (bool, error) {
@@ -144,16 +145,24 @@ func (s *session) taskContinue(m message) (bool, error) {
 		s.reject(e)
 		return false, nil
 	}
-	if end, err := s.charge(p.contextID, p.textChars); end {
+	charged, end, err := s.charge(p.contextID, p.textChars)
+	if end {
 		return true, err
 	}
 	s.mu.Lock()
 	// The task cannot have been cancelled (only this goroutine cancels),
 	// but it can have failed while the meter was asked.
-	if !t.closed {
+	closed := t.closed
+	if !closed {
 		t.appendLocked(p.text, p.finalize)
 	}
 	s.mu.Unlock()
+	if closed && s.deps.Meter != nil {
+		// Text that will never be spoken is not billed.
+		if err := s.deps.Meter.Refund(s.parent, charged); err != nil {
+			s.log.Error("websocket refund failed", "err", err)
+		}
+	}
 	return false, nil
 }
 

@@ -3,6 +3,7 @@ package sessions
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,62 +13,62 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"voicesvc/control"
+	"voicesvc/control/sqlite"
 	"voicesvc/engine"
 	"voicesvc/engine/espeak"
 	"voicesvc/engine/reference"
 )
 
-// testMeter is an enforcing meter with a fixed balance. control has no
-// Meter implementation yet (control/meter.go is being written); this one
-// follows the interface's contract: refuse a charge whole, take nothing.
-type testMeter struct {
-	mu      sync.Mutex
-	left    int64
-	charged int64
-}
-
-func (m *testMeter) Charge(_ context.Context, _ *control.Workspace, chars int64) (control.Charge, int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if chars > m.left {
-		return control.Charge{}, m.left, &control.Error{Code: control.EInsufficientCredits, Message: "insufficient credits"}
+// meterWith returns the real meter over a SQLite store, enforcing, for a
+// workspace with this monthly allowance and these prepaid credits.
+func meterWith(t *testing.T, allowance, credits int64) (control.Meter, *control.Workspace) {
+	t.Helper()
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "voicesvc.db"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	m.left -= chars
-	m.charged += chars
-	return control.Charge{FromCredits: chars}, m.left, nil
+	t.Cleanup(func() { db.Close() })
+	ws := &control.Workspace{Name: "w", Plan: "free", Billing: control.BillingEnforce, Allowance: &allowance}
+	if err := db.CreateWorkspace(t.Context(), ws); err != nil {
+		t.Fatal(err)
+	}
+	if ws, err = db.UpdateWorkspace(t.Context(), ws.ID, control.WorkspaceUpdate{Credits: &credits}); err != nil {
+		t.Fatal(err)
+	}
+	return control.NewMeter(db, control.BillingEnforce), ws
 }
 
-func (m *testMeter) Refund(context.Context, control.Charge) error { return nil }
-
-func (m *testMeter) Remaining(context.Context, *control.Workspace) (int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.left, nil
-}
-
-// Credits run out mid-session: fatal insufficient_credits, close 1008, and
-// the frame that did not fit is neither billed nor spoken.
+// Characters run out mid-session, from the allowance (no credits) or from
+// the credits: always fatal insufficient_credits and close 1008; the frame
+// that did not fit is neither billed nor spoken.
 func TestCreditExhaustion(t *testing.T) {
-	meter := &testMeter{left: 30}
-	deps := refDeps(nil)
-	deps.Meter, deps.Workspace = meter, &control.Workspace{ID: "ws"}
-	ts := startServer(t, Config{}, deps)
-	c := ts.dial(t)
-	c.mustSend(t, start("a", "Hello world. ", false)) // 13 characters
-	c.until(t, isType("sentence_done", "a"))
-	c.mustSend(t, cont("a", "This is far more than what is left.", true))
-	code, evs := c.expectClose(t)
-	last := evs[len(evs)-1]
-	if code != websocket.ClosePolicyViolation || last.Type != "error" || last.Code != "insufficient_credits" || !last.Fatal {
-		t.Fatalf("close %d after %+v", code, last)
-	}
-	for _, ev := range evs {
-		if ev.Type == "sentence_done" || ev.Type == "audio_chunk" && ev.SentenceIndex > 0 {
-			t.Fatalf("the refused text was synthesized: %+v", ev)
-		}
-	}
-	if meter.charged != 13 {
-		t.Fatalf("charged %d characters, want 13", meter.charged)
+	for _, tc := range []struct {
+		name               string
+		allowance, credits int64
+	}{{"allowance", 30, 0}, {"credits", 10, 20}} {
+		t.Run(tc.name, func(t *testing.T) {
+			meter, ws := meterWith(t, tc.allowance, tc.credits)
+			deps := refDeps(nil)
+			deps.Meter, deps.Workspace = meter, ws
+			ts := startServer(t, Config{}, deps)
+			c := ts.dial(t)
+			c.mustSend(t, start("a", "Hello world. ", false)) // 13 characters
+			c.until(t, isType("sentence_done", "a"))
+			c.mustSend(t, cont("a", "This is far more than what is left.", true))
+			code, evs := c.expectClose(t)
+			last := evs[len(evs)-1]
+			if code != websocket.ClosePolicyViolation || last.Type != "error" || last.Code != "insufficient_credits" || !last.Fatal {
+				t.Fatalf("close %d after %+v", code, last)
+			}
+			for _, ev := range evs {
+				if ev.Type == "sentence_done" || ev.Type == "audio_chunk" && ev.SentenceIndex > 0 {
+					t.Fatalf("the refused text was synthesized: %+v", ev)
+				}
+			}
+			if left, err := meter.Remaining(t.Context(), ws); err != nil || left != tc.allowance+tc.credits-13 {
+				t.Fatalf("%d characters left (%v), want %d", left, err, tc.allowance+tc.credits-13)
+			}
+		})
 	}
 }
 

@@ -6,10 +6,10 @@ import (
 	"math"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"voicesvc/codec"
 	"voicesvc/control"
+	"voicesvc/jsonw"
 )
 
 // The SSE events of interface 6.1, built by hand into a caller's buffer:
@@ -22,7 +22,7 @@ func AppendSSEStart(dst []byte, rate int, f codec.Format) []byte {
 	dst = append(dst, "event: start\ndata: {\"type\":\"start\",\"sample_rate\":"...)
 	dst = strconv.AppendInt(dst, int64(rate), 10)
 	dst = append(dst, ",\"audio_format\":"...)
-	dst = appendJSONString(dst, string(f))
+	dst = jsonw.AppendString(dst, string(f))
 	return append(dst, "}\n\n"...)
 }
 
@@ -50,60 +50,10 @@ func AppendSSEDone(dst []byte, durationSeconds float64) []byte {
 // AppendSSEError appends the error event; the stream ends after it.
 func AppendSSEError(dst []byte, code, message string) []byte {
 	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
-	dst = appendJSONString(dst, code)
+	dst = jsonw.AppendString(dst, code)
 	dst = append(dst, ",\"message\":"...)
-	dst = appendJSONString(dst, message)
+	dst = jsonw.AppendString(dst, message)
 	return append(dst, "}\n\n"...)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// appendJSONString appends s as a JSON string. It escapes what JSON requires
-// plus U+2028/U+2029 (line separators to JavaScript) and replaces invalid
-// UTF-8 with U+FFFD, as encoding/json does. Newlines are escaped, so an
-// event's data never spans lines.
-func appendJSONString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				dst = append(dst, '\\', c)
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, n := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && n == 1 || r == '\u2028' || r == '\u2029' {
-			dst = append(dst, s[start:i]...)
-			switch r {
-			case utf8.RuneError:
-				dst = append(dst, `\ufffd`...)
-			default:
-				dst = append(dst, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
-			}
-			start = i + n
-		}
-		i += n
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
 }
 
 // DefaultCoalesce is the audio per chunk event after the first: enough to

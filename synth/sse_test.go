@@ -77,20 +77,6 @@ func TestAppendSSE(t *testing.T) {
 	}
 }
 
-func TestAppendJSONStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", "\x00\x1f\x7f", "\"\\/", "a\u2029b", "\xc3", "\xed\xa0\x80", "😀"} {
-		var fromOurs, fromStd string
-		std, _ := json.Marshal(s)
-		if err := json.Unmarshal(appendJSONString(nil, s), &fromOurs); err != nil {
-			t.Fatalf("%q: %v", s, err)
-		}
-		json.Unmarshal(std, &fromStd)
-		if fromOurs != fromStd {
-			t.Errorf("%q decodes as %q, encoding/json %q", s, fromOurs, fromStd)
-		}
-	}
-}
-
 func TestCoalescer(t *testing.T) {
 	tests := []struct {
 		name   string

@@ -30,6 +30,9 @@ func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), err
 		if err != nil {
 			return nil, nil, err
 		}
+		if err := local.Reproducible(); err != nil {
+			logger.Warn("espeak-ng audio may depend on earlier requests", "reason", err)
+		}
 		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth}
 		if cfg.Workers > 0 {
 			self, err := os.Executable()

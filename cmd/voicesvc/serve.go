@@ -72,7 +72,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	runner.Start(ctx)
 	defer runner.Stop()
 
-	srv, err := gateway.New(gateway.Config{}, gateway.Deps{
+	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
 		Limiter:   limiter,

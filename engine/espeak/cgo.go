@@ -53,6 +53,7 @@ static void *vs_global(int which) {
 	}
 	return NULL;
 }
+static void *vs_ptr(uintptr_t addr) { return (void *)addr; }
 
 static int vs_add_region(uintptr_t addr, size_t size) {
 	unsigned char *init;
@@ -132,23 +133,17 @@ func terminate() { C.espeak_Terminate() }
 
 // globalAddr is the run-time address of a global variable of
 // libespeak-ng (history.go).
-func globalAddr(name string) uintptr { return uintptr(globalPtr(name)) }
-
-func globalPtr(name string) unsafe.Pointer {
-	switch name {
-	case "echo_buf":
-		return C.vs_global(0)
-	case "phoneme_list":
-		return C.vs_global(1)
-	case "embedded_default":
-		return C.vs_global(2)
+func globalAddr(name string) uintptr {
+	which := map[string]C.int{"echo_buf": 0, "phoneme_list": 1, "embedded_default": 2}
+	if w, ok := which[name]; ok {
+		return uintptr(C.vs_global(w))
 	}
-	return nil
+	return 0
 }
 
-// globalBytes copies n bytes of a global variable of libespeak-ng.
-func globalBytes(name string, n uint64) []byte {
-	return C.GoBytes(globalPtr(name), C.int(n))
+// memBytes copies n bytes at addr, an address inside libespeak-ng.
+func memBytes(addr uintptr, n uint64) []byte {
+	return C.GoBytes(C.vs_ptr(C.uintptr_t(addr)), C.int(n))
 }
 
 // addHistoryRegion records size bytes at addr as history to restore

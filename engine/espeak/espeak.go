@@ -110,6 +110,10 @@ func (e *Engine) Close() error {
 	return e.data.remove()
 }
 
+// Reproducible reports why a sentence's audio might depend on what the
+// process rendered before it; nil when it cannot (history.go).
+func (e *Engine) Reproducible() error { return e.history }
+
 func (e *Engine) Name() string        { return "espeak-ng" }
 func (e *Engine) NativeRate() int     { return e.rate }
 func (e *Engine) Languages() []string { return append([]string(nil), e.langs.tags...) }
@@ -212,7 +216,7 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 		}
 		r.begin(i, sent)
 		current = r
-		err := synth(sent.Text)
+		err := synth(strings.ReplaceAll(sent.Text, ctrlEmbedded, " "))
 		current = nil
 		if r.err != nil {
 			cancelPending()
@@ -229,6 +233,12 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 	}
 	return nil
 }
+
+// ctrlEmbedded starts an espeak-ng embedded command in the text ("\x01"
+// "150A": volume, "80H": echo, ...). Their effect outlives the text that
+// carried them, so one request could change how later ones sound: it is
+// replaced by a space, which keeps every character position.
+const ctrlEmbedded = "\x01"
 
 // selectVoice makes espeak-ng speak with voice plus a variant realizing
 // the profile, writing the variant file the first time it is needed.

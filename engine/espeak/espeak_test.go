@@ -270,8 +270,8 @@ func concurrentRequests(e *Engine) []engine.Request {
 // right after itself).
 func TestConcurrent(t *testing.T) {
 	e := mustNew(t)
-	if e.history != nil {
-		t.Fatal(e.history)
+	if err := e.Reproducible(); err != nil {
+		t.Fatal(err)
 	}
 	reqs := concurrentRequests(e)
 	want := make([]result, len(reqs))
@@ -280,6 +280,7 @@ func TestConcurrent(t *testing.T) {
 	}
 	// Right after itself (same voice selected, same state left behind).
 	for i := range reqs {
+		renderReq(t, e, reqs[i])
 		if again := renderReq(t, e, reqs[i]); !equal(again.samples, want[i].samples) {
 			t.Errorf("request %d rendered twice in a row: %d samples then %d", i, len(want[i].samples), len(again.samples))
 		}
@@ -319,5 +320,17 @@ func TestConcurrent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNoLeakBetweenRequests: espeak-ng embedded commands in one request's
+// text ("\x01" "150A" volume, "80H" echo, ...) do not change the next.
+func TestNoLeakBetweenRequests(t *testing.T) {
+	e := mustNew(t)
+	req := engine.Request{Text: "Hello there my friend.", Profile: e.Catalog()[3].Profile}
+	want := renderReq(t, e, req)
+	renderReq(t, e, engine.Request{Text: "Loud \x01150A echo \x0180H emphasis \x013F pitch \x0190P now.", Profile: req.Profile})
+	if got := renderReq(t, e, req); !equal(got.samples, want.samples) {
+		t.Error("a request's embedded commands changed the next request's audio")
 	}
 }

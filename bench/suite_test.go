@@ -1,0 +1,131 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseAudioChunkMatchesJSON(t *testing.T) {
+	fast := []string{
+		`{"type":"audio_chunk","context_id":"c1","sentence_index":0,"chunk_index":3,"audio_duration_s":0.02,"byte_length":960}`,
+		`{"type":"audio_chunk","context_id":"ctx-9","sentence_index":12,"chunk_index":0,"audio_duration_s":1e-3,"byte_length":0}`,
+	}
+	slow := []string{
+		`{"type":"audio_chunk","context_id":"c\"1","sentence_index":0,"chunk_index":3,"audio_duration_s":0.02,"byte_length":960}`,
+		`{"type":"audio_chunk","context_id":"c1","chunk_index":3,"sentence_index":0,"audio_duration_s":0.02,"byte_length":960}`,
+		`{"type": "audio_chunk","context_id":"c1","sentence_index":0,"chunk_index":3,"audio_duration_s":0.02,"byte_length":960}`,
+		`{"type":"audio_chunk","context_id":"c1","sentence_index":0,"chunk_index":3,"audio_duration_s":0.02,"byte_length":960,"x":1}`,
+		`{"type":"audio_chunk","context_id":"é","sentence_index":0,"chunk_index":3,"audio_duration_s":0.02,"byte_length":960}`,
+		`{"type":"task_done","context_id":"c1","total_audio_duration_s":1.5}`,
+		`{"type":"audio_chunk","context_id":"c1","sentence_index":x}`,
+	}
+	for _, f := range append(fast, slow...) {
+		var want wsMsg
+		jerr := json.Unmarshal([]byte(f), &want)
+		var p pairChecker
+		got, err := p.Text([]byte(f))
+		if (jerr == nil) != (err == nil) || (err == nil && !reflect.DeepEqual(got, want)) {
+			t.Errorf("%s:\n got %+v, %v\nwant %+v, %v", f, got, err, want, jerr)
+		}
+	}
+	for _, f := range fast {
+		if _, ok := parseAudioChunk([]byte(f)); !ok {
+			t.Errorf("fast path refused %s", f)
+		}
+	}
+	for _, f := range slow {
+		if _, ok := parseAudioChunk([]byte(f)); ok {
+			t.Errorf("fast path took %s", f)
+		}
+	}
+}
+
+func TestIndexEOL(t *testing.T) {
+	for _, s := range []string{"", "abc", "a\nb", "a\rb", "ab\r\n", "\n\r", "abc\rdef\n", "abc\ndef\r"} {
+		if got, want := indexEOL([]byte(s)), bytes.IndexAny([]byte(s), "\r\n"); got != want {
+			t.Errorf("indexEOL(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func TestParseProbes(t *testing.T) {
+	got, err := ParseProbes("ws=1000, sse:500,ws=500/rt")
+	want := []Probe{{"ws", 1000, false}, {"sse", 500, false}, {"ws", 500, true}}
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"ws", "ws=0", "tts=4", "ws=x", "ws=5/fast"} {
+		if _, err := ParseProbes(bad); err == nil {
+			t.Errorf("ParseProbes(%q) accepted", bad)
+		}
+	}
+}
+
+// A paced closed-loop worker starts its next operation no sooner than the
+// previous one's audio has played: with 100 ms operations carrying 300 ms of
+// audio, one worker completes about window/300ms operations, not window/100ms.
+func TestDrivePaced(t *testing.T) {
+	for _, pace := range []bool{false, true} {
+		sc := &fakeAudioScenario{op: 100 * time.Millisecond, audio: 0.3}
+		spec := loadSpec{concurrency: 1, duration: 900 * time.Millisecond, timeout: time.Second, pace: pace}
+		rec := drive(t.Context(), sc, spec, "", nil)
+		lo, hi := 7, 10
+		if pace {
+			lo, hi = 3, 4
+		}
+		if rec.ops < lo || rec.ops > hi {
+			t.Errorf("pace=%v: %d operations in 900 ms, want %d..%d", pace, rec.ops, lo, hi)
+		}
+	}
+}
+
+type fakeAudioScenario struct {
+	op    time.Duration
+	audio float64
+}
+
+func (f *fakeAudioScenario) open(context.Context, int) error { return nil }
+func (f *fakeAudioScenario) close()                          {}
+func (f *fakeAudioScenario) do(ctx context.Context, slot int) sample {
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return sample{start: start, total: time.Since(start), err: "client:timeout"}
+	case <-time.After(f.op):
+	}
+	return sample{start: start, ttfb: time.Millisecond, total: time.Since(start), audio: f.audio}
+}
+
+func TestWriteSummaryTargets(t *testing.T) {
+	ref := &Run{Engine: "reference", Results: []*Result{
+		{Scenario: "ws", Mode: "closed", Concurrency: 1000, Sessions: 250, Contexts: 4, OK: 10,
+			TTFB: Dist{N: 10, P99: 30}, Gap: Dist{N: 10, P99: 40}, Errors: map[string]int{}},
+		{Scenario: "sse", Mode: "closed", Concurrency: 500, OK: 10, ErrorCount: 1,
+			TTFB: Dist{N: 10, P99: 30}, Gap: Dist{N: 10, P99: 40}, Errors: map[string]int{"503 upstream_busy": 1}},
+		{Scenario: "speak", Mode: "closed", Concurrency: 64, OK: 10, TTFB: Dist{N: 10, P50: 21, P99: 21.5}},
+	}}
+	esp := &Run{Engine: "espeak-ng", Results: []*Result{
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 500, Sessions: 125, Contexts: 4, OK: 10,
+			TTFB: Dist{N: 10, P99: 60}, Gap: Dist{N: 10, P99: 5}},
+	}}
+	var b strings.Builder
+	WriteSummary(&b, []*Run{esp, ref}, []string{"espeak", "reference"})
+	out := b.String()
+	for _, want := range []string{
+		"| ws | c=500 (125x4) realtime | espeak-ng |",
+		"reference: >= 1000 realtime ws contexts, gap p99 < 50 ms, no errors | c=1000 (250x4): gap p99 40.0 ms, TTFB p99 30.0 ms, 10 ok, 0 errors | yes |",
+		"503 upstream_busy x1) | **no** |",
+		"speak gateway-added TTFB p99 < 2 ms at 64 | TTFB p99 21.5 ms - 20 ms first chunk = 1.5 ms | yes |",
+		"TTFB p99 < 50 ms | c=500 (125x4) realtime: TTFB p99 60.0 ms",
+		"- ws realtime: c=500 (125x4) realtime (TTFB p99 60.0 ms)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}

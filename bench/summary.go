@@ -1,0 +1,198 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"voicesvc/engine/reference"
+)
+
+// Targets of issue 9 on a 2-core machine, checked by WriteSummary.
+const (
+	targetWSContexts   = 1000 // reference engine, realtime ws contexts
+	targetSSEStreams   = 500  // reference engine, sse streams
+	targetGapP99Ms     = 50.0 // inter-chunk gap p99 at those loads
+	targetGatewayMs    = 2.0  // reference TTFB p99 at 64 streams
+	targetGatewayLevel = 64
+	targetPCMStreams   = 500  // real engine, realtime PCM (ws) streams
+	targetPCMTTFBMs    = 50.0 // their TTFB p99
+)
+
+// referenceFirstChunkMs is the engine's share of TTFB under the reference
+// engine paced at real time (rtf 1, as make bench runs it): it emits its first
+// 20 ms chunk 20 ms after the start. The rest of TTFB is the gateway's (and
+// the client's, which shares the machine).
+var referenceFirstChunkMs = float64(reference.DefaultChunk) / float64(time.Millisecond)
+
+// ReadRuns loads every DIR/*/results.json (one run per engine, as make bench
+// writes them), ordered by directory name.
+func ReadRuns(dir string) ([]*Run, []string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*", "results.json"))
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(paths) == 0 {
+		return nil, nil, fmt.Errorf("%s: no */results.json", dir)
+	}
+	sort.Strings(paths)
+	var runs []*Run
+	var names []string
+	for _, p := range paths {
+		r, err := ReadRun(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		runs = append(runs, r)
+		names = append(names, filepath.Base(filepath.Dir(p)))
+	}
+	return runs, names, nil
+}
+
+func isReference(run *Run) bool { return strings.Contains(strings.ToLower(run.Engine), "reference") }
+
+// WriteSummary prints, as Markdown, the figures of several runs (one per
+// engine) side by side, transport by transport and level by level, and the
+// issue's targets against what was measured.
+func WriteSummary(w io.Writer, runs []*Run, names []string) {
+	fmt.Fprintf(w, "# voicesvc bench summary\n\n")
+	for i, run := range runs {
+		fmt.Fprintf(w, "- `%s`: engine `%s`, voice `%s`, started %s, %d CPUs\n", names[i], mdEscape(run.Engine),
+			mdEscape(run.Voice), run.StartedAt.Format("2006-01-02 15:04:05 UTC"), run.Host.CPUs)
+	}
+	fmt.Fprintf(w, "\nClosed loop; load is concurrent operations (ws: contexts, 4 per session). "+
+		"Latencies in ms; ops/s and audio s/s per wall second.\n\n")
+	fmt.Fprintf(w, "| transport | load | engine | ok | errors | TTFB p50 | TTFB p99 | gap p99 | ops/s | audio s/s | server CPU %% |\n")
+	fmt.Fprintf(w, "| - | -: | - | -: | -: | -: | -: | -: | -: | -: | -: |\n")
+	type row struct {
+		r      *Result
+		engine string
+		order  int
+	}
+	var rows []row
+	for i, run := range runs {
+		for _, r := range run.Results {
+			rows = append(rows, row{r, run.Engine, i})
+		}
+	}
+	scnIdx := func(s string) int {
+		for i, x := range Scenarios {
+			if x == s {
+				return i
+			}
+		}
+		return len(Scenarios)
+	}
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i], rows[j]
+		if a.r.Scenario != b.r.Scenario {
+			return scnIdx(a.r.Scenario) < scnIdx(b.r.Scenario)
+		}
+		if a.r.Load() != b.r.Load() {
+			return a.r.Load() < b.r.Load()
+		}
+		return a.order < b.order
+	})
+	for _, x := range rows {
+		r := x.r
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %.1f | %.1f | %.0f |\n",
+			r.Scenario, r.LoadLabel(), mdEscape(x.engine), r.OK, r.ErrorCount,
+			mdMs(r.TTFB.N, r.TTFB.P50), mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99),
+			r.Throughput, r.AudioPerSec, r.Server.CPUPercent)
+	}
+	fmt.Fprintf(w, "\n## Targets\n\n| target | measured | met |\n| - | - | - |\n")
+	for _, run := range runs {
+		if isReference(run) {
+			for _, t := range []struct {
+				scn  string
+				n    int
+				name string
+			}{{"ws", targetWSContexts, "realtime ws contexts"}, {"sse", targetSSEStreams, "sse streams"}} {
+				r := largest(run, t.scn, t.n)
+				label := fmt.Sprintf("reference: >= %d %s, gap p99 < %g ms, no errors", t.n, t.name, targetGapP99Ms)
+				if r == nil {
+					fmt.Fprintf(w, "| %s | not run | - |\n", label)
+					continue
+				}
+				ok := r.ErrorCount == 0 && r.OK > 0 && r.Gap.N > 0 && r.Gap.P99 < targetGapP99Ms
+				fmt.Fprintf(w, "| %s | %s: gap p99 %s ms, TTFB p99 %s ms, %d ok, %d errors%s | %s |\n", label, r.LoadLabel(),
+					mdMs(r.Gap.N, r.Gap.P99), mdMs(r.TTFB.N, r.TTFB.P99), r.OK, r.ErrorCount, errorSuffix(r), yesNo(ok))
+			}
+			for _, scn := range Scenarios {
+				r := exact(run, scn, targetGatewayLevel)
+				if r == nil {
+					continue
+				}
+				added := r.TTFB.P99 - referenceFirstChunkMs
+				ok := r.ErrorCount == 0 && r.TTFB.N > 0 && added < targetGatewayMs
+				fmt.Fprintf(w, "| reference: %s gateway-added TTFB p99 < %g ms at %d | TTFB p99 %s ms - %g ms first chunk = %.1f ms | %s |\n",
+					scn, targetGatewayMs, targetGatewayLevel, mdMs(r.TTFB.N, r.TTFB.P99), referenceFirstChunkMs, added, yesNo(ok))
+			}
+			continue
+		}
+		r := largest(run, "ws", targetPCMStreams)
+		label := fmt.Sprintf("%s: >= %d realtime PCM streams (ws), TTFB p99 < %g ms", run.Engine, targetPCMStreams, targetPCMTTFBMs)
+		if r == nil {
+			fmt.Fprintf(w, "| %s | not run | - |\n", mdEscape(label))
+		} else {
+			ok := r.ErrorCount == 0 && r.TTFB.N > 0 && r.TTFB.P99 < targetPCMTTFBMs
+			fmt.Fprintf(w, "| %s | %s: TTFB p99 %s ms, gap p99 %s ms, %d ok, %d errors%s | %s |\n", mdEscape(label), r.LoadLabel(),
+				mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99), r.OK, r.ErrorCount, errorSuffix(r), yesNo(ok))
+		}
+		fmt.Fprintf(w, "| %s: largest measured load with TTFB p99 < %g ms, no errors | %s | - |\n", mdEscape(run.Engine),
+			capacityLimitMs, mdEscape(strings.Join(capacityLines(run, capacityLimitMs), "; ")))
+	}
+	fmt.Fprintln(w)
+}
+
+// largest is the result of scn with the highest load of at least n, if any.
+func largest(run *Run, scn string, n int) *Result {
+	var best *Result
+	for _, r := range run.Results {
+		if r.Scenario == scn && r.Mode == "closed" && r.Concurrency >= n && (best == nil || r.Concurrency > best.Concurrency) {
+			best = r
+		}
+	}
+	return best
+}
+
+func exact(run *Run, scn string, n int) *Result {
+	for _, r := range run.Results {
+		if r.Scenario == scn && r.Mode == "closed" && r.Concurrency == n {
+			return r
+		}
+	}
+	return nil
+}
+
+func errorSuffix(r *Result) string {
+	if len(r.Errors) == 0 {
+		return ""
+	}
+	return " (" + mdEscape(errorList(r.Errors)) + ")"
+}
+
+func yesNo(ok bool) string {
+	if ok {
+		return "yes"
+	}
+	return "**no**"
+}
+
+// summaryMain is `voicesvc bench summary DIR`.
+func summaryMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) != 1 {
+		fmt.Fprintln(stderr, "usage: voicesvc bench summary DIR (holding one run per engine: DIR/*/results.json)")
+		return 2
+	}
+	runs, names, err := ReadRuns(args[0])
+	if err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
+	WriteSummary(stdout, runs, names)
+	return 0
+}

@@ -1,0 +1,24 @@
+// What the gateway's WebSocket handshake (issue 6 item 1) must do around
+// Run, which assumes all of it has happened:
+//
+//   - Check credentials (interface 5.3 order), plan, billing, rate and
+//     the session and stream slots before upgrading, answering the 4.11
+//     statuses with their bodies; consume the token only once the upgrade
+//     is certain; set X-Billing-Remaining and RateLimit headers on the 101.
+//   - Upgrader: ReadBufferSize and WriteBufferSize 1024, one shared
+//     WriteBufferPool (&sync.Pool{}) so an idle connection holds no write
+//     buffer, EnableCompression false, Subprotocols ["service.v1"] (the
+//     token rides in the offered list and must not be echoed), and a
+//     CheckOrigin that admits browsers (auth is by key or token).
+//   - Call Run synchronously inside the upgrade handler: fasthttp/websocket
+//     must not touch the connection after the handler returns. Release the
+//     session and stream slots after Run returns. Pass a ctx cancelled at
+//     server shutdown (sessions then close with 1001).
+//   - Deps.Voice checks the workspace, readiness and the token's voice_ids
+//     and returns *control.Error ENotFound / EVoiceNotReady (voice_not_found)
+//     or EVoiceNotAllowed (voice_not_allowed); Deps.Meter and
+//     Deps.Workspace bill every task_start and task_continue frame.
+//
+// Measured with 1 KiB buffers: an idle session costs about 14 KiB
+// (BenchmarkIdleSessionMemory), a bare fasthttp/websocket connection 13.
+package sessions
