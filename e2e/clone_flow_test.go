@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -143,30 +144,39 @@ func TestCloneFlow(t *testing.T) {
 	}
 }
 
-// Benchmark (reported): 202 -> succeeded for a ~15-second clip.
-func TestCloneLatency(t *testing.T) {
-	srv := harness.Start(t, harness.Options{Args: []string{"--engine", "espeak"}})
-	_, key := harness.Workspace(t, srv.DB, "pro")
-	clip := clRead(t, clClip(t, "en+f5", 50, clTexts["en"], "wav"))
+// BenchmarkCloneLatency: the time from 202 to succeeded for a ~15-second
+// clip through the real server (issue target: 2 s), and the time to the 202.
+func BenchmarkCloneLatency(b *testing.B) {
+	srv := harness.Start(b, harness.Options{Args: []string{"--engine", "espeak"}})
+	_, key := harness.Workspace(b, srv.DB, "pro")
+	clip := clRead(b, clClip(b, "en+f5", 50, clTexts["en"], "wav"))
 	s, rate, err := codec.DecodeClip(clip)
 	if err != nil {
-		t.Fatal(err)
+		b.Fatal(err)
 	}
-	var worst time.Duration
-	for i := 0; i < 3; i++ {
+	var accepted, finished []float64
+	b.ResetTimer()
+	for b.Loop() {
 		start := time.Now()
-		_, jid := clStartClone(t, srv.API, key, "latency", clip)
-		accepted := time.Since(start)
-		j := clWaitJob(t, srv.API, key, jid, 30*time.Second)
-		took := time.Since(start) - accepted
+		_, jid := clStartClone(b, srv.API, key, "latency", clip)
+		at := time.Since(start)
+		j := clWaitJob(b, srv.API, key, jid, 30*time.Second)
 		if j["status"] != "succeeded" {
-			t.Fatalf("job %v", j)
+			b.Fatalf("job %v", j)
 		}
-		t.Logf("clip %.1f s: upload answered 202 in %v; 202 -> succeeded %v", float64(len(s))/float64(rate),
-			accepted.Round(time.Millisecond), took.Round(time.Millisecond))
-		worst = max(worst, took)
+		accepted = append(accepted, float64(at.Microseconds())/1000)
+		finished = append(finished, float64((time.Since(start)-at).Microseconds())/1000)
 	}
-	if worst > 2*time.Second {
-		t.Errorf("202 -> succeeded took %v, target 2 s", worst)
+	b.ReportMetric(float64(len(s))/float64(rate), "clip_s")
+	b.ReportMetric(median(accepted), "ms_to_202")
+	b.ReportMetric(median(finished), "ms_202_to_succeeded")
+}
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
 	}
+	v = append([]float64(nil), v...)
+	sort.Float64s(v)
+	return v[len(v)/2]
 }

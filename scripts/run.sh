@@ -25,6 +25,20 @@ fi
 . "$CRED"
 
 api="http://$ADDR/voice-svc/api/v1/public"
+"$BIN" serve --addr "$ADDR" --db "$DB" --base-url "http://$ADDR" &
+server=$!
+# Ctrl-C or a TERM stops the server gracefully, and this script with it.
+trap 'kill -TERM "$server" 2>/dev/null; wait "$server"; exit 0' INT TERM
+
+for _ in $(seq 1 150); do
+  curl -sf "http://$ADDR/healthz" >/dev/null 2>&1 && break
+  kill -0 "$server" 2>/dev/null || { wait "$server"; exit 1; }
+  sleep 0.2
+done
+# An English catalog voice, so that the speak line below is ready to paste.
+voice=$(curl -s -H "X-API-Key: $API_KEY" "$api/voices?language=en&page_size=1" |
+  sed -nE 's/.*"voices":\[\{"id":"([0-9a-f]{24})".*/\1/p')
+
 cat <<MSG
 
   voicesvc development workspace: $WORKSPACE (plan pro)
@@ -34,7 +48,7 @@ cat <<MSG
     curl -s -H 'X-API-Key: $API_KEY' '$api/voices?page_size=5'
   Speak (WAV):
     curl -s -H 'X-API-Key: $API_KEY' -H 'Content-Type: application/json' \\
-      -d '{"text":"Hello from voicesvc."}' '$api/voices/<voice id>/speak' -o hello.wav
+      -d '{"text":"Hello from voicesvc."}' '$api/voices/${voice:-<voice id>}/speak' -o hello.wav
 
 MSG
-exec "$BIN" serve --addr "$ADDR" --db "$DB" --base-url "http://$ADDR"
+wait "$server"
