@@ -18,6 +18,9 @@ type sample struct {
 	audio float64   // seconds of audio delivered
 	gaps  []float64 // inter-chunk gaps in ms
 	err   string    // "" on success; otherwise a key of Result.Errors
+	// serverTTFB is the server's own TTFB in ms when it reports one (ws
+	// task_done profile: task_start read to first chunk queued); 0 if not.
+	serverTTFB float64
 }
 
 // scenario is one transport's client. do must honour ctx (the per-operation
@@ -52,6 +55,7 @@ type recorder struct {
 	ttfb    *reservoir
 	total   *reservoir
 	gaps    *reservoir
+	srvTTFB *reservoir
 	rtf     *reservoir
 	audio   float64
 	wallSum float64
@@ -77,6 +81,7 @@ func newRecorder(measureStart time.Time) *recorder {
 		ttfb:         newReservoir(reservoirCap),
 		total:        newReservoir(reservoirCap),
 		gaps:         newReservoir(reservoirCap),
+		srvTTFB:      newReservoir(reservoirCap),
 		rtf:          newReservoir(reservoirCap),
 		errors:       map[string]int{},
 	}
@@ -107,6 +112,9 @@ func (r *recorder) add(s sample, measured bool) {
 	r.ok++
 	if s.ttfb > 0 {
 		r.ttfb.add(Ms(s.ttfb))
+	}
+	if s.serverTTFB > 0 {
+		r.srvTTFB.add(s.serverTTFB)
 	}
 	r.total.add(Ms(s.total))
 	for _, g := range s.gaps {
@@ -143,6 +151,7 @@ func (r *recorder) fill(res *Result) {
 	sort.Float64s(res.ttfbRaw)
 	res.Total = r.total.dist()
 	res.Gap = r.gaps.dist()
+	res.ServerTTFB = r.srvTTFB.dist()
 	res.RTFp50 = r.rtf.dist().P50
 	if r.audio > 0 {
 		res.RTFAggregate = r.wallSum / r.audio

@@ -52,10 +52,16 @@ func writePlots(dir string, run *Run) ([]figure, error) {
 	byScn := map[string][]*Result{}
 	var order []string
 	for _, r := range run.Results {
-		if _, ok := byScn[r.Scenario]; !ok {
-			order = append(order, r.Scenario)
+		// Realtime-paced levels are their own series: the same concurrency
+		// asks a different question.
+		k := r.Scenario
+		if r.Paced {
+			k += " realtime"
 		}
-		byScn[r.Scenario] = append(byScn[r.Scenario], r)
+		if _, ok := byScn[k]; !ok {
+			order = append(order, k)
+		}
+		byScn[k] = append(byScn[k], r)
 	}
 	save := func(p *plot.Plot, name, title string) error {
 		if err := p.Save(16*vg.Centimeter, 10*vg.Centimeter, filepath.Join(dir, name)); err != nil {

@@ -58,6 +58,10 @@ type Result struct {
 	TTFB  Dist `json:"ttfb_ms"`
 	Total Dist `json:"total_ms"`
 	Gap   Dist `json:"gap_ms"` // sse and ws only
+	// ServerTTFB is the server's own TTFB where it reports one (ws:
+	// task_start read to first chunk queued); TTFB minus it is what the
+	// socket, the server's read and write paths and the client add.
+	ServerTTFB Dist `json:"server_ttfb_ms"`
 
 	RTFp50       float64 `json:"rtf_p50"`
 	RTFAggregate float64 `json:"rtf_aggregate"`

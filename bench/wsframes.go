@@ -22,6 +22,11 @@ type wsMsg struct {
 	Message            string  `json:"message"`
 	Fatal              bool    `json:"fatal"`
 	Reason             string  `json:"reason"`
+	// Profile is task_done's server-side account: ttfb_ms runs from the
+	// server reading task_start to its first audio chunk being queued.
+	Profile struct {
+		TTFBMs float64 `json:"ttfb_ms"`
+	} `json:"profile"`
 }
 
 // pairChecker enforces the WebSocket framing rule: every audio_chunk text frame

@@ -102,6 +102,7 @@ type wsCtx struct {
 	gaps     []float64
 	audio    float64 // sum of audio_chunk.audio_duration_s
 	total    float64 // task_done.total_audio_duration_s
+	srvTTFB  float64 // task_done.profile.ttfb_ms
 	bytes    int64   // binary bytes, the fallback measure of audio
 	bps      int     // from task_started
 	rate     int
@@ -276,6 +277,7 @@ func (c *wsConn) dispatch(sc *wsScenario, m wsMsg, now time.Time) {
 		if x != nil {
 			x.mu.Lock()
 			x.total = m.TotalAudioDuration
+			x.srvTTFB = m.Profile.TTFBMs
 			x.mu.Unlock()
 			x.finish("", now)
 		}
@@ -354,7 +356,7 @@ func (sc *wsScenario) do(ctx context.Context, slot int) sample {
 
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	out := sample{start: x.start, ttfb: x.ttfb, total: x.end.Sub(x.start), gaps: x.gaps, audio: x.audio, err: x.err}
+	out := sample{start: x.start, ttfb: x.ttfb, total: x.end.Sub(x.start), gaps: x.gaps, audio: x.audio, err: x.err, serverTTFB: x.srvTTFB}
 	switch {
 	case x.total > 0:
 		out.audio = x.total
