@@ -76,7 +76,7 @@ type Config struct {
 	// when another process changed it without a change-feed event.
 	VoiceCacheTTL time.Duration
 	// SSEChunk is the audio per SSE chunk event after the first, which
-	// leaves at once; 0: synth.DefaultCoalesce (60 ms).
+	// leaves at once; 0: synth.DefaultCoalesce (40 ms).
 	SSEChunk time.Duration
 	// WSIdleTimeout ends a realtime session without client messages or
 	// synthesis for this long (session_ended idle); 0: 600 s (ws.go).

@@ -57,8 +57,10 @@ func AppendSSEError(dst []byte, code, message string) []byte {
 }
 
 // DefaultCoalesce is the audio per chunk event after the first: enough to
-// keep event overhead low, little enough not to add latency a player hears.
-const DefaultCoalesce = 60 * time.Millisecond
+// keep event overhead low, little enough not to add latency a player hears
+// (two 20 ms engine chunks, so a realtime stream's events are at most about
+// 40 ms apart).
+const DefaultCoalesce = 40 * time.Millisecond
 
 // CoalesceBytes is the size of d of audio at rate in whole samples of width
 // bytes; at least one sample.

@@ -128,8 +128,8 @@ func TestCoalescer(t *testing.T) {
 			}
 		})
 	}
-	if n := CoalesceBytes(24000, 4, DefaultCoalesce); n != 1440*4 {
-		t.Fatalf("60 ms f32le at 24 kHz = %d bytes", n)
+	if n := CoalesceBytes(24000, 4, DefaultCoalesce); n != 960*4 {
+		t.Fatalf("40 ms f32le at 24 kHz = %d bytes", n)
 	}
 }
 

@@ -3,6 +3,7 @@ package reference
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -106,5 +107,77 @@ func TestPacingAndCancel(t *testing.T) {
 	collect(t, New(Options{RTF: 0}), engine.Request{Text: "Unpaced text renders at once."})
 	if time.Since(start) > time.Second {
 		t.Log("unpaced rendering was slow (shared machine?)")
+	}
+}
+
+func BenchmarkSynthesize(b *testing.B) {
+	e := New()
+	req := engine.Request{Text: "A sentence of about forty characters here."}
+	b.ReportAllocs()
+	samples := 0
+	for b.Loop() {
+		samples = 0
+		if err := e.Synthesize(context.Background(), req, func(c engine.Chunk) error {
+			samples += len(c.Samples)
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(samples)/Rate*float64(b.N)/b.Elapsed().Seconds(), "x-real-time")
+}
+
+// TestToneDefinition: the samples are amp·sin(2π·f·t), t from each
+// sentence's start, for the voices' tones and a pitch-shifted one.
+func TestToneDefinition(t *testing.T) {
+	for _, tc := range []struct {
+		freq  float64
+		pitch float64
+	}{{220, 0}, {330, 0}, {275, 0}, {220, 3.5}} {
+		chunks := collect(t, New(), engine.Request{Text: "A sentence long enough. And one more.",
+			Profile: MarshalProfile(tc.freq), Params: engine.Params{Pitch: tc.pitch}})
+		f := tc.freq * math.Pow(2, tc.pitch/12)
+		sentence, n := -1, 0
+		for ci, c := range chunks {
+			if c.Sentence != sentence {
+				sentence, n = c.Sentence, 0
+			}
+			for i, got := range c.Samples {
+				want := Amplitude * math.Sin(2*math.Pi*f*float64(n)/Rate)
+				if math.Abs(float64(got)-want) > 1e-6 {
+					t.Fatalf("%g Hz chunk %d sample %d: %g, want %g", f, ci, i, got, want)
+				}
+				n++
+			}
+		}
+	}
+}
+
+// TestPacingStartTime: paced at real time, the first chunk leaves at once
+// and chunk k no earlier than k chunk durations after the start.
+func TestPacingStartTime(t *testing.T) {
+	e := New(Options{RTF: 1})
+	start := time.Now()
+	var at []time.Duration
+	err := e.Synthesize(context.Background(), engine.Request{Text: "Hi."}, func(engine.Chunk) error {
+		at = append(at, time.Since(start))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(at) != 9 { // "Hi." is 3 characters × 60 ms, in 20 ms chunks
+		t.Fatalf("%d chunks", len(at))
+	}
+	if at[0] > 10*time.Millisecond {
+		t.Errorf("first chunk after %v, want at once", at[0])
+	}
+	for k, d := range at {
+		if d < time.Duration(k)*DefaultChunk {
+			t.Errorf("chunk %d at %v, before its start time %v", k, d, time.Duration(k)*DefaultChunk)
+		}
+	}
+	if last := at[len(at)-1]; last > 8*DefaultChunk+50*time.Millisecond {
+		t.Logf("last chunk late at %v (shared machine?)", last)
 	}
 }
