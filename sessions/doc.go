@@ -11,7 +11,10 @@
 //     token rides in the offered list and must not be echoed), and a
 //     CheckOrigin that admits browsers (auth is by key or token).
 //   - Call Run synchronously inside the upgrade handler: fasthttp/websocket
-//     must not touch the connection after the handler returns. Release the
+//     must not touch the connection after the handler returns. Run owns
+//     every write to the socket (its writer encodes frames itself and
+//     batches them into one write): do not write to the connection, ping
+//     it, or set its ping, close or read-limit handling while Run runs. Release the
 //     session and stream slots after Run returns. Pass a ctx cancelled at
 //     server shutdown (sessions then close with 1001).
 //   - Deps.Voice checks the workspace, readiness and the token's voice_ids

@@ -12,8 +12,10 @@ import (
 // Frames are pooled: audio chunks are the hot path and must not allocate.
 type frame struct {
 	// task, when set, makes the frame droppable: the writer skips it once
-	// the task is gone (cancelled). Terminal replies (task_done,
-	// task_cancelled, task_failed) and session frames leave it nil.
+	// the task is gone (cancelled). task_done carries its task too (a
+	// context stays cancellable until its task_done is taken for writing);
+	// the other terminal replies (task_cancelled, task_failed) and session
+	// frames leave it nil.
 	task *task
 	// kind lets cancel count what it purges (sentence_done frames).
 	kind frameKind
@@ -28,9 +30,15 @@ const (
 	kindOther frameKind = iota
 	kindAudio
 	kindSentenceDone
+	kindTaskDone
+	kindPong // a pong control frame: hdr is its payload
 )
 
 func (f *frame) size() int { return len(f.hdr) + len(f.bin) }
+
+// wireSize bounds the frame's encoded size (two WebSocket headers of at
+// most 10 bytes).
+func (f *frame) wireSize() int { return len(f.hdr) + len(f.bin) + 20 }
 
 // maxPooledBin keeps one unusually large chunk from pinning its buffer in
 // the pool for the life of the process.

@@ -178,6 +178,15 @@ func (s *session) taskCancel(m message) {
 	s.mu.Lock()
 	t := s.findLocked(id)
 	if t == nil {
+		// Finished, but its task_done has not been taken for writing.
+		for _, d := range s.draining {
+			if d.id == id {
+				t = d
+				break
+			}
+		}
+	}
+	if t == nil {
 		s.mu.Unlock()
 		s.reject(invalid(id, "no open context %q", id))
 		return

@@ -89,6 +89,7 @@ const (
 	closeGoingAway   = websocket.CloseGoingAway               // 1001: server shutdown
 	closeInvalidUTF8 = websocket.CloseInvalidFramePayloadData // 1007
 	closeCredits     = websocket.ClosePolicyViolation         // 1008
+	closeTooBig      = websocket.CloseMessageTooBig           // 1009
 	closeInternal    = websocket.CloseInternalServerErr       // 1011
 	closeTryLater    = websocket.CloseTryAgainLater           // 1013: engine unavailable
 )
@@ -105,6 +106,7 @@ type session struct {
 	mu sync.Mutex // guards everything below and the tasks' shared fields
 	outq
 	tasks      []*task // open contexts
+	draining   []*task // finished contexts whose task_done is still queued
 	busy       int     // running runners
 	lastActive time.Time
 	// abortCode, once set, ends the session: the read loop is woken by a
@@ -113,6 +115,7 @@ type session struct {
 	abortFrame *frame
 	stopping   bool // no new runners, no more frames
 	readFailed bool // the websocket.Conn refuses further reads (read loop only)
+	peerClosed bool // the client's close frame was read (read loop only)
 	wg         sync.WaitGroup
 }
 
@@ -127,9 +130,17 @@ func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.outq.init(&s.mu)
-	conn.SetReadLimit(s.cfg.MaxFrame)
+	// The writer writes to the socket directly (writeBatch), so nothing
+	// else may write while it can run. The library's read limit would
+	// write its own 1009 close from the read loop: the limit is enforced
+	// by readLoop instead. Its default ping and close handlers would write
+	// a pong or the close echo from the read loop: pongs go through the
+	// writer, and finish echoes the close once the writer has stopped.
+	conn.SetReadLimit(0)
+	conn.SetPingHandler(s.onPing)
+	conn.SetCloseHandler(s.onClose)
 	// Compression is off at the upgrader; this keeps it off for writes
-	// even if a gateway enables negotiation.
+	// even if a gateway enables negotiation (the writer never compresses).
 	conn.EnableWriteCompression(false)
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() { s.abort(closeGoingAway, nil) })
@@ -151,10 +162,14 @@ func (s *session) readLoop() error {
 			return s.endOnReadError(err)
 		}
 		buf := getReadBuf()
-		_, err = buf.ReadFrom(r)
+		_, err = buf.ReadFrom(io.LimitReader(r, s.cfg.MaxFrame+1))
 		if err != nil {
 			putReadBuf(buf)
 			return s.endOnReadError(err)
+		}
+		if int64(buf.Len()) > s.cfg.MaxFrame {
+			putReadBuf(buf)
+			return s.finish(closeTooBig, nil, websocket.ErrReadLimit)
 		}
 		s.mu.Lock()
 		s.lastActive = time.Now()
@@ -179,8 +194,7 @@ func (s *session) readLoop() error {
 }
 
 // endOnReadError tells apart the ways a read ends: a wake-up by abort, the
-// idle deadline, the read limit (the library already sent 1009), or the
-// client going away.
+// idle deadline, a length past any limit, or the client going away.
 func (s *session) endOnReadError(err error) error {
 	s.readFailed = true
 	s.mu.Lock()
@@ -194,17 +208,44 @@ func (s *session) endOnReadError(err error) error {
 	case code != 0:
 		return s.finish(code, f, errors.New("sessions: aborted"))
 	case errors.Is(err, websocket.ErrReadLimit):
-		return s.finish(0, nil, err)
+		// A frame length that overflows the library's counter.
+		return s.finish(closeTooBig, nil, err)
 	case errors.As(err, &ne) && ne.Timeout():
 		f := getFrame()
 		f.hdr = appendSessionEnded(f.hdr, "idle")
 		return s.finish(closeNormal, f, nil)
 	}
 	var ce *websocket.CloseError
+	if errors.As(err, &ce) && s.peerClosed {
+		// Echo the client's close (what the library's default handler
+		// does), after the writer has stopped. (A CloseError without a
+		// close frame is the library's 1006 for a truncated read.)
+		return s.finish(ce.Code, nil, nil)
+	}
 	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return s.finish(0, nil, nil)
 	}
 	return s.finish(0, nil, err)
+}
+
+// onPing answers a client's ping through the writer (the library's default
+// handler would write the pong itself, racing the writer). It runs in the
+// read loop; a session that is stopping answers no more pings.
+func (s *session) onPing(data string) error {
+	f := getFrame()
+	f.kind = kindPong
+	f.hdr = append(f.hdr, data...)
+	s.mu.Lock()
+	s.pushLocked(f, true)
+	s.mu.Unlock()
+	return nil
+}
+
+// onClose notes the client's close frame instead of echoing it at once:
+// finish echoes it once the writer has stopped. It runs in the read loop.
+func (s *session) onClose(int, string) error {
+	s.peerClosed = true
+	return nil
 }
 
 // handle runs dispatch on a goroutine of its own and waits for it. The
@@ -313,6 +354,8 @@ func (s *session) finish(code int, last *frame, cause error) error {
 	broken := s.broken
 	s.mu.Unlock()
 
+	// From here on no writer runs or can start (stopping is set), so the
+	// close frame below is the last thing written and cannot interleave.
 	s.waitWriter()
 	if code != 0 && !broken {
 		msg := websocket.FormatCloseMessage(code, "")
@@ -320,8 +363,8 @@ func (s *session) finish(code int, last *frame, cause error) error {
 			broken = true
 		}
 	}
-	// After 1009 the library has sent the close frame itself.
-	if !broken && (code != 0 || errors.Is(cause, websocket.ErrReadLimit)) {
+	// After echoing the client's close the handshake is complete.
+	if !broken && code != 0 && !s.peerClosed {
 		s.drain()
 	}
 	s.wg.Wait()

@@ -259,10 +259,32 @@ func (t *task) duration(n int) float64 {
 func (t *task) doneLocked() {
 	s := t.s
 	t.closeLocked()
+	if s.stopping || s.broken {
+		return
+	}
 	f := getFrame()
+	f.task, f.kind = t, kindTaskDone
 	f.hdr = appendTaskDone(f.hdr, t.idJSON, t.completed, t.audio,
 		float64(t.firstAudio)/1e6, float64(t.generate)/1e6, t.trace)
+	// Until the writer takes its task_done, the client has not seen the
+	// context end: a cancel must still stop its audio (cancelLocked).
+	s.draining = append(s.draining, t)
 	s.pushLocked(f, false)
+}
+
+// undrainLocked forgets t as a finished context awaiting its task_done.
+func (s *session) undrainLocked(t *task) {
+	for i, o := range s.draining {
+		if o == t {
+			last := len(s.draining) - 1
+			s.draining[i], s.draining[last] = s.draining[last], nil
+			s.draining = s.draining[:last]
+			break
+		}
+	}
+	if len(s.draining) == 0 {
+		s.draining = nil
+	}
 }
 
 // failLocked ends the task after a terminal synthesis failure; only an
@@ -330,6 +352,7 @@ func (t *task) cancelLocked() (completed, dropped int) {
 	}
 	t.gone = true
 	t.closeLocked()
+	s.undrainLocked(t)
 	if t.cancel != nil {
 		t.cancel()
 	}

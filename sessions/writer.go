@@ -1,6 +1,7 @@
 package sessions
 
 import (
+	"encoding/binary"
 	"errors"
 	"runtime"
 	"sync"
@@ -108,6 +109,11 @@ func (s *session) popLocked() *frame {
 			putFrame(f)
 			continue
 		}
+		if f.kind == kindTaskDone {
+			// Once taken it will be written: the context is over for
+			// the client, a cancel after this is refused.
+			s.undrainLocked(f.task)
+		}
 		return f
 	}
 	return nil
@@ -134,13 +140,37 @@ func (s *session) purgeLocked(t *task) (doneDropped int) {
 	return doneDropped
 }
 
-// writeLoop is the only code that writes data frames to the socket.
+// Batch bounds: the writer takes every frame queued, up to these, and
+// sends them with one write so that a stream costs one syscall per batch
+// instead of two per chunk; the caps keep one socket from hogging a thread
+// and bound the memory a batch pins.
+const (
+	maxBatchFrames = 64
+	maxBatchBytes  = 16 << 10
+)
+
+// writeLoop is the only code that writes to the socket while the session
+// runs (data frames and pongs; see writeBatch). Close frames are written by
+// finish only after it has stopped this loop for good.
 func (s *session) writeLoop() {
 	defer s.wg.Done()
+	var batch [maxBatchFrames]*frame
 	s.mu.Lock()
 	for {
-		f := s.popLocked()
-		if f == nil {
+		// One critical section decides the whole batch, in pop order:
+		// a cancel either drops a frame here or queues task_cancelled for
+		// a later batch, never between.
+		n, size := 0, 0
+		for n < len(batch) && size < maxBatchBytes {
+			f := s.popLocked()
+			if f == nil {
+				break
+			}
+			batch[n] = f
+			n++
+			size += f.wireSize()
+		}
+		if n == 0 {
 			if s.busy > 0 && !s.stopping && !s.broken {
 				s.waiting = true
 				s.work.Wait()
@@ -150,15 +180,20 @@ func (s *session) writeLoop() {
 			break
 		}
 		s.mu.Unlock()
-		err := s.writeFrame(f)
-		putFrame(f)
+		err := s.writeBatch(batch[:n], size)
+		for i, f := range batch[:n] {
+			putFrame(f)
+			batch[i] = nil
+		}
 		s.mu.Lock()
 		if err != nil && !s.broken {
 			s.brokenLocked()
 		}
 	}
-	// Give the slices back: an idle session keeps no queue.
+	// Give the slices back: an idle session keeps no queue. (Only a
+	// broken or stopping session can leave task_done frames unsent.)
 	s.prio, s.main, s.prioH, s.mainH = nil, nil, 0, 0
+	s.draining = nil
 	s.writing = false
 	s.idle.Broadcast()
 	s.mu.Unlock()
@@ -182,17 +217,70 @@ func (s *session) brokenLocked() {
 	}
 }
 
-func (s *session) writeFrame(f *frame) error {
-	if err := s.conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout)); err != nil {
-		return err
+// writeBuf is the encoding buffer of one batch. It is pooled and held only
+// while a batch is written, so an idle session holds none.
+type writeBuf struct{ b []byte }
+
+var writeBufs = sync.Pool{New: func() any { return &writeBuf{b: make([]byte, 0, maxBatchBytes+4<<10)} }}
+
+// writeBatch encodes the frames as WebSocket frames (RFC 6455 5.2: server
+// frames are unmasked, FIN set, never fragmented, never compressed) and
+// sends them with one Write on the socket.
+//
+// This bypasses the websocket.Conn writer, which is safe because nothing
+// else writes to the socket while the writer can run: pongs come through
+// this queue (the session's ping handler), the session's close frames are
+// written by finish after waitWriter with stopping set (no writer can start
+// again), the echo of a client's close waits for finish too (the session's
+// close handler), and oversized messages are refused by the session, not
+// by the library's read limit. The one write the library still makes on
+// its own is its 1002 close after a client protocol error; a Write on a
+// net.Conn is atomic with respect to other Writes, so even then frames
+// cannot interleave at the byte level.
+func (s *session) writeBatch(fs []*frame, size int) error {
+	nc := s.conn.NetConn()
+	if nc == nil {
+		return websocket.ErrNilNetConn
 	}
-	if err := s.conn.WriteMessage(websocket.TextMessage, f.hdr); err != nil {
-		return err
+	wb := writeBufs.Get().(*writeBuf)
+	b := wb.b[:0]
+	if cap(b) < size {
+		b = make([]byte, 0, size)
 	}
-	if f.pair {
-		return s.conn.WriteMessage(websocket.BinaryMessage, f.bin)
+	for _, f := range fs {
+		if f.kind == kindPong {
+			b = appendWSFrame(b, websocket.PongMessage, f.hdr)
+			continue
+		}
+		b = appendWSFrame(b, websocket.TextMessage, f.hdr)
+		if f.pair {
+			b = appendWSFrame(b, websocket.BinaryMessage, f.bin)
+		}
 	}
-	return nil
+	err := nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+	if err == nil {
+		_, err = nc.Write(b)
+	}
+	if cap(b) <= 2*maxBatchBytes {
+		wb.b = b[:0]
+		writeBufs.Put(wb)
+	}
+	return err
+}
+
+// appendWSFrame appends one unmasked final frame of opcode op.
+func appendWSFrame(b []byte, op int, p []byte) []byte {
+	b = append(b, 0x80|byte(op))
+	switch n := len(p); {
+	case n <= 125:
+		b = append(b, byte(n))
+	case n <= 0xffff:
+		b = append(b, 126, byte(n>>8), byte(n))
+	default:
+		b = append(b, 127)
+		b = binary.BigEndian.AppendUint64(b, uint64(n))
+	}
+	return append(b, p...)
 }
 
 // waitWriter returns once the writer has sent (or dropped) everything
