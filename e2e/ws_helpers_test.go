@@ -99,6 +99,7 @@ type wsEvent struct {
 	SentencesCompleted int            `json:"sentences_completed"`
 	SentencesDropped   int            `json:"sentences_dropped"`
 	Code               string         `json:"code"`
+	Message            string         `json:"message"`
 	Fatal              bool           `json:"fatal"`
 	Reason             string         `json:"reason"`
 	Bin                []byte         `json:"-"`

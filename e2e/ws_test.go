@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -204,6 +205,10 @@ func TestWSContexts(t *testing.T) {
 	c.expectError("invalid_message")
 	c.start("long", e.voice, strings.Repeat("a", 10000), true)
 	c.expectError("text_too_long")
+	c.start("long", e.voice, strings.Repeat("a", 9999), false, "idle_flush_ms", 5000) // just under
+	c.until(is("task_started", "long"))
+	c.send(map[string]any{"type": "task_cancel", "context_id": "long"})
+	c.until(is("task_cancelled", "long"))
 	c.start("empty", e.voice, "", true)
 	c.expectError("text_required")
 	c.start("nv", "0123456789abcdef01234567", "Hi.", true)
@@ -351,6 +356,41 @@ func TestWSCancelCredits(t *testing.T) {
 	}
 	if !fatal || evs[len(evs)-1].CloseCode != 1008 {
 		t.Fatalf("credits: %v", evs)
+	}
+}
+
+// TestWSCancelBeforeTaskDone: a cancel that arrives while a context's audio
+// is still reaching the client (the engine may be done with it, its
+// task_done not yet sent) stops that audio and answers task_cancelled. Only
+// a cancel after task_done may be refused. The unpaced engine finishes
+// each context long before its audio is out, which is the race.
+func TestWSCancelBeforeTaskDone(t *testing.T) {
+	srv, e := wsServer(t, 0, "pro", nil)
+	c := wsOpen(t, srv, e.key)
+	text := strings.Repeat("A fairly long sentence for the flood. ", 3)
+	for k := 0; k < 100; k++ {
+		id := "k" + strconv.Itoa(k)
+		c.start(id, e.voice, text, true)
+		c.until(is("audio_chunk", id))
+		c.send(map[string]any{"type": "task_cancel", "context_id": id})
+		done := false
+		for ev := c.mustNext(); ev.Type != "task_cancelled"; ev = c.mustNext() {
+			switch {
+			case ev.ContextID != id:
+				t.Fatalf("cancel %d: %v of another context", k, ev)
+			case ev.Type == "task_done":
+				done = true
+			case ev.Type == "error" && done && !ev.Fatal:
+				ev.Type = "task_cancelled" // refused after task_done: fine
+			case ev.Type == "error":
+				t.Fatalf("cancel %d, before task_done: %v %q", k, ev, ev.Message)
+			case done:
+				t.Fatalf("cancel %d: %v after task_done", k, ev)
+			}
+			if ev.Type == "task_cancelled" {
+				break
+			}
+		}
 	}
 }
 

@@ -133,6 +133,22 @@ func (p *Pool) Close() error {
 	return errors.Join(errs...)
 }
 
+// Ready reports whether a new request would be admitted now: ErrUnavailable
+// (wrapped) once the pool is closed, ErrBusy when its queue is full. The
+// realtime handshake asks before it upgrades, so that a socket is not opened
+// onto an engine that would refuse its first sentence.
+func (p *Pool) Ready() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.closed:
+		return fmt.Errorf("%w: pool closed", ErrUnavailable)
+	case p.stats.Requests >= p.opts.QueueDepth:
+		return fmt.Errorf("%w: %d requests in the engine queue", ErrBusy, p.stats.Requests)
+	}
+	return nil
+}
+
 // Stats returns a snapshot of the pool's state and counters.
 func (p *Pool) Stats() PoolStats {
 	p.mu.Lock()

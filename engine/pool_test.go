@@ -111,10 +111,14 @@ func TestPoolFairness(t *testing.T) {
 	}
 }
 
-// TestPoolBusy: beyond QueueDepth requests, Synthesize answers ErrBusy.
+// TestPoolBusy: beyond QueueDepth requests, Synthesize answers ErrBusy, and
+// Ready says so beforehand (busy when full, unavailable once closed).
 func TestPoolBusy(t *testing.T) {
 	ref := reference.New(reference.Options{RTF: 1})
 	p := newPool(t, engine.PoolOptions{Engine: ref, Workers: 1, QueueDepth: 1})
+	if err := p.Ready(); err != nil {
+		t.Fatalf("Ready on an empty pool: %v", err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	first := make(chan error)
 	go func() {
@@ -123,6 +127,9 @@ func TestPoolBusy(t *testing.T) {
 	}()
 	for p.Stats().Requests == 0 {
 		time.Sleep(time.Millisecond)
+	}
+	if err := p.Ready(); !errors.Is(err, engine.ErrBusy) {
+		t.Errorf("Ready with a full queue: %v, want ErrBusy", err)
 	}
 	_, err := collect(context.Background(), p, engine.Request{Text: "Hi."})
 	if !errors.Is(err, engine.ErrBusy) {
@@ -134,6 +141,13 @@ func TestPoolBusy(t *testing.T) {
 	}
 	if s := p.Stats(); s.Rejected != 1 || s.Cancelled != 1 {
 		t.Errorf("stats %+v", s)
+	}
+	if err := p.Ready(); err != nil {
+		t.Errorf("Ready once the queue drained: %v", err)
+	}
+	p.Close()
+	if err := p.Ready(); !errors.Is(err, engine.ErrUnavailable) {
+		t.Errorf("Ready after Close: %v, want ErrUnavailable", err)
 	}
 }
 

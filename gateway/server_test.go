@@ -200,26 +200,35 @@ func TestUploadBodyLimit(t *testing.T) {
 	if r.status == 413 {
 		t.Errorf("1 MiB upload refused as too large")
 	}
-	ts.do("POST", "/voices", ts.key, body).failure(t, 413, control.EPayloadTooLarge)
+	// Over the limits the answer comes from the Content-Length alone, before
+	// any body is read: the requests below send none.
+	ts.headersOnly(t, "/voices", "application/json", 1<<20).failure(t, 413, control.EPayloadTooLarge)
+	ts.headersOnly(t, "/voices/"+control.NewID()+"/enroll", "multipart/form-data; boundary=x", 21<<20+1).
+		failure(t, 413, control.EPayloadTooLarge)
+}
 
-	// Over 21 MiB is refused from the Content-Length alone, before the body
-	// is read: the request below sends none.
+// headersOnly POSTs the headers of a request whose body would be length
+// bytes, sends no body, and reads the answer. A refusal by size comes before
+// the body; a client that went on writing a large body could see its
+// connection reset before it read that answer.
+func (ts *testServer) headersOnly(t *testing.T, path, contentType string, length int) *response {
+	t.Helper()
 	conn, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST %s/voices/%s/enroll HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\n"+
-		"Content-Type: multipart/form-data; boundary=x\r\nContent-Length: %d\r\n\r\n",
-		APIRoot, control.NewID(), ts.key, 21<<20+1)
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(conn, "POST %s%s HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
+		APIRoot, path, ts.key, contentType, length)
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r = &response{status: resp.StatusCode, header: resp.Header, api: true}
+	r := &response{status: resp.StatusCode, header: resp.Header, api: true}
 	r.body, _ = io.ReadAll(resp.Body)
 	if err := json.Unmarshal(r.body, &r.json); err != nil {
-		t.Fatalf("413 body: %q", r.body)
+		t.Fatalf("%s: body %q is not JSON", path, r.body)
 	}
-	r.failure(t, 413, control.EPayloadTooLarge)
+	return r
 }

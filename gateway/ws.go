@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/engine"
 	"voicesvc/sessions"
 )
 
@@ -261,6 +262,9 @@ func isWebSocketHandshake(ctx *fasthttp.RequestCtx) bool {
 // engineReadier is an engine that can tell it is closed or out of workers
 // before a request tries it.
 type engineReadier interface{ Ready() error }
+
+// The pool is the engine the server runs; keep it answering Ready.
+var _ engineReadier = (*engine.Pool)(nil)
 
 // engineReady: 503 upstream_busy when the engine says it cannot take work.
 func (s *Server) engineReady() error {
