@@ -274,17 +274,25 @@ func (t *task) doneLocked() {
 
 // undrainLocked forgets t as a finished context awaiting its task_done.
 func (s *session) undrainLocked(t *task) {
-	for i, o := range s.draining {
+	s.draining = removeTask(s.draining, t)
+}
+
+// removeTask swap-removes t from list (order does not matter in either list
+// it serves) and drops the backing array once the list is empty, so an idle
+// session holds none.
+func removeTask(list []*task, t *task) []*task {
+	for i, o := range list {
 		if o == t {
-			last := len(s.draining) - 1
-			s.draining[i], s.draining[last] = s.draining[last], nil
-			s.draining = s.draining[:last]
+			last := len(list) - 1
+			list[i], list[last] = list[last], nil
+			list = list[:last]
 			break
 		}
 	}
-	if len(s.draining) == 0 {
-		s.draining = nil
+	if len(list) == 0 {
+		return nil
 	}
+	return list
 }
 
 // failLocked ends the task after a terminal synthesis failure; only an
@@ -328,17 +336,7 @@ func (t *task) closeLocked() {
 	if t.timer != nil {
 		t.timer.Stop()
 	}
-	for i, o := range s.tasks {
-		if o == t {
-			last := len(s.tasks) - 1
-			s.tasks[i], s.tasks[last] = s.tasks[last], nil
-			s.tasks = s.tasks[:last]
-			break
-		}
-	}
-	if len(s.tasks) == 0 {
-		s.tasks = nil
-	}
+	s.tasks = removeTask(s.tasks, t)
 }
 
 // cancelLocked stops the task's engine work and drops its queued audio;
