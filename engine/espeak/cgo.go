@@ -71,12 +71,23 @@ static int vs_add_region(uintptr_t addr, size_t size) {
 // initialized: the history regions are restored and rand() (breath and
 // noise) is reseeded, so a sentence's audio does not depend on whatever
 // was rendered before it.
+//
+// The pad: espeak-ng 1.51 can read a clause buffer of its own stack frame
+// past its end (seen in utf8_in, SEGV at the top page of a thread's stack).
+// That only faults when its frames sit right under the top of the stack, as
+// they do when a cgo call starts near the top of the thread's stack. A zeroed
+// pad in this frame, above espeak-ng's frames, keeps such a read inside
+// mapped memory and ends it at a NUL.
 static int vs_synth(const char *text) {
+	volatile char pad[64 << 10];
+	memset((char *)pad, 0, sizeof pad);
 	for (int i = 0; i < vs_nregions; i++)
 		memcpy(vs_regions[i].addr, vs_regions[i].init, vs_regions[i].size);
 	srand(1);
-	return espeak_Synth(text, strlen(text) + 1, 0, POS_CHARACTER, 0,
+	int rc = espeak_Synth(text, strlen(text) + 1, 0, POS_CHARACTER, 0,
 		espeakCHARS_UTF8 | espeakENDPAUSE, NULL, NULL);
+	(void)pad[0]; // keeps the pad in this frame until espeak-ng returns
+	return rc;
 }
 
 // vs_next_language walks the voice's languages field: a priority byte, a
