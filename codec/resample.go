@@ -75,6 +75,15 @@ const (
 	resampleLargeDFT = 8
 )
 
+// Recipes, for the benchmark that compares them.
+const (
+	recipeQQ    = C.SOXR_QQ
+	recipeLQ    = C.SOXR_LQ
+	recipeMQ    = C.SOXR_MQ
+	recipe16Bit = C.SOXR_16_BITQ
+	recipeHQ    = C.SOXR_HQ
+)
+
 func resampleRecipe(inRate, outRate int) C.ulong {
 	if 10*outRate < 6*inRate {
 		return C.SOXR_LQ
@@ -87,8 +96,12 @@ func NewResampler(inRate, outRate int) (*Resampler, error) {
 	if inRate <= 0 || outRate <= 0 || inRate > 1<<20 || outRate > 1<<20 {
 		return nil, fmt.Errorf("codec: resample %d -> %d Hz: rates must be in 1..1048576", inRate, outRate)
 	}
+	return newResampler(inRate, outRate, resampleRecipe(inRate, outRate), resampleMinDFT, resampleLargeDFT)
+}
+
+func newResampler(inRate, outRate int, recipe C.ulong, minDFT, largeDFT C.uint) (*Resampler, error) {
 	var cerr *C.char
-	s := C.newSoxr(C.double(inRate), C.double(outRate), resampleRecipe(inRate, outRate), resampleMinDFT, resampleLargeDFT, &cerr)
+	s := C.newSoxr(C.double(inRate), C.double(outRate), recipe, minDFT, largeDFT, &cerr)
 	if cerr != nil {
 		if s != nil {
 			C.soxr_delete(s)
@@ -181,3 +194,9 @@ func (r *Resampler) Close() error {
 	}
 	return nil
 }
+
+// C types for the recipe benchmark (test files cannot use cgo).
+type (
+	cULong = C.ulong
+	cUInt  = C.uint
+)

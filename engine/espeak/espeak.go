@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -288,11 +289,12 @@ type render struct {
 	inSent   int    // samples of this sentence so far
 	words    int    // word events so far in the request
 	pending  *engine.Chunk
+	emitted  bool // a chunk of this sentence has gone out
 }
 
 func (r *render) begin(i int, s engine.Span) {
 	r.samples += r.inSent
-	r.sentence, r.base, r.text, r.inSent, r.pending = i, s.Start, s.Text, 0, nil
+	r.sentence, r.base, r.text, r.inSent, r.pending, r.emitted = i, s.Start, s.Text, 0, nil, false
 	r.runeOff = r.runeOff[:0]
 	for off := range s.Text {
 		r.runeOff = append(r.runeOff, off)
@@ -324,20 +326,50 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 		}
 		return false
 	}
-	c := &engine.Chunk{Sentence: r.sentence, Words: words, Samples: make([]float32, len(pcm))}
-	for i, v := range pcm {
-		c.Samples[i] = min(max(float32(v)/32768*r.gain, -1), 1)
-	}
 	r.inSent += len(pcm)
-	if r.pending != nil {
-		if err := r.emit(*r.pending); err != nil {
+	// The sentence's first buffer goes out as soon as the next one shows
+	// it is not the last; later ones are joined into chunks of chunkMs.
+	if p := r.pending; p != nil && len(p.Samples) > 0 && (!r.emitted || len(p.Samples) >= r.chunkSamples()) {
+		if err := r.emit(*p); err != nil {
 			r.err = err
 			return true
 		}
+		r.emitted = true
+		r.pending = nil
 	}
-	r.pending = c
+	if r.pending == nil {
+		size := len(pcm)
+		if r.emitted {
+			size = max(size, r.chunkSamples()+len(pcm))
+		}
+		r.pending = &engine.Chunk{Sentence: r.sentence, Samples: make([]float32, 0, size)}
+	}
+	c := r.pending
+	c.Words = append(c.Words, words...)
+	n := len(c.Samples)
+	c.Samples = slices.Grow(c.Samples, len(pcm))[:n+len(pcm)]
+	out := c.Samples[n:]
+	// int16/32768 is within [-1, 1) already: only a gain above 1 can clip.
+	scale := r.gain / 32768
+	if r.gain <= 1 {
+		for i, v := range pcm {
+			out[i] = float32(v) * scale
+		}
+	} else {
+		for i, v := range pcm {
+			out[i] = min(max(float32(v)*scale, -1), 1)
+		}
+	}
 	return false
 }
+
+// chunkMs is the audio a chunk carries after the first of its sentence.
+// espeak-ng renders far faster than real time, so joining its 20 ms
+// buffers delays nothing a listener hears, while every chunk costs a
+// frame on the worker pipe, a resampler call and a write downstream.
+const chunkMs = 100
+
+func (r *render) chunkSamples() int { return r.rate * chunkMs / 1000 }
 
 // word maps espeak-ng's character position (1-based, in the sentence) to
 // byte offsets in the request text.
