@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
@@ -53,14 +54,36 @@ var errFirst = errors.New("first chunk")
 //
 // WS_BENCH_BILLING (off, meter, enforce) sets the server's billing mode:
 // with billing on, every task_start is a store write before any audio.
-// WS_BENCH_RTF paces the reference engine (0: unpaced; 0.05 is like a fast
-// real engine).
+// WS_BENCH_RTF paces the reference engine (default 1, real time, as make
+// bench runs it; 0: unpaced, so every context renders its whole sentence
+// at once and the server streams all of it before the cancel lands).
+//
+// WS_BENCH_THINK (default 40ms) is, with several sessions, the most a
+// session waits between one context's end and the next task_start,
+// uniformly at random, as a voice agent waits for its caller: 32 sessions
+// asking back to back keep both cores busy, and the figure then measures
+// the queue that saturation builds (Little's law), not the gateway's own
+// latency. 0 asks back to back. One session always asks back to back, as
+// the engine alone is timed: one request at a time cannot saturate.
 func BenchmarkWSFirstAudio(b *testing.B) {
 	var extra []string
 	if m := os.Getenv("WS_BENCH_BILLING"); m != "" {
 		extra = []string{"--billing", m}
 	}
-	rtf, _ := strconv.ParseFloat(os.Getenv("WS_BENCH_RTF"), 64)
+	rtf := 1.0
+	if v := os.Getenv("WS_BENCH_RTF"); v != "" {
+		var err error
+		if rtf, err = strconv.ParseFloat(v, 64); err != nil {
+			b.Fatal(err)
+		}
+	}
+	think := 40 * time.Millisecond
+	if v := os.Getenv("WS_BENCH_THINK"); v != "" {
+		var err error
+		if think, err = time.ParseDuration(v); err != nil {
+			b.Fatal(err)
+		}
+	}
 	srv, e := wsServer(b, rtf, "enterprise", extra, "--concurrency", "500", "--sessions", "500")
 	for _, n := range []int{1, 32} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
@@ -77,6 +100,9 @@ func BenchmarkWSFirstAudio(b *testing.B) {
 				go func() {
 					defer wg.Done()
 					for k := 0; k < per; k++ {
+						if think > 0 && n > 1 {
+							time.Sleep(rand.N(think))
+						}
 						id := "b" + strconv.Itoa(k)
 						t0 := time.Now()
 						c.start(id, e.voice, benchSentence, true)
@@ -192,7 +218,10 @@ func rssKiB(b *testing.B, pid int) int {
 }
 
 // BenchmarkWSCancel: task_cancel -> task_cancelled while 32 sessions each
-// have a real-time paced context speaking.
+// have a real-time paced context speaking. Each session listens to its
+// context for a random 0-200 ms before cancelling it mid-speech, so the
+// sessions are busy streaming, not churning starts and cancels back to
+// back (which would measure a saturated machine's queue instead).
 func BenchmarkWSCancel(b *testing.B) {
 	const n = 32
 	srv, e := wsServer(b, 1, "enterprise", nil, "--concurrency", "500", "--sessions", "500")
@@ -212,8 +241,11 @@ func BenchmarkWSCancel(b *testing.B) {
 			for k := 0; k < per; k++ {
 				id := "c" + strconv.Itoa(k)
 				c.start(id, e.voice, text, true)
-				for ev, err := c.next(); ev.Type != "audio_chunk"; ev, err = c.next() {
-					if err != nil || ev.Type == "error" || ev.Type == "close" {
+				// Listen for a while (the context streams at real time),
+				// then cancel mid-speech.
+				listen := time.Now().Add(rand.N(200 * time.Millisecond))
+				for ev, err := c.next(); ev.Type != "audio_chunk" || time.Now().Before(listen); ev, err = c.next() {
+					if err != nil || ev.Type == "error" || ev.Type == "close" || ev.Type == "task_done" {
 						b.Errorf("%v %v", ev, err)
 						return
 					}

@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -46,7 +47,8 @@ type Options struct {
 
 // Engine implements engine.Engine. It is safe for concurrent use.
 type Engine struct {
-	opts Options
+	opts  Options
+	tones toneCache
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -151,7 +153,7 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 			}
 			end := min(off+chunk, n)
 			c := engine.Chunk{Sentence: si, Last: end == n, Samples: make([]float32, end-off)}
-			tone(c.Samples, amp, freq, off)
+			e.tones.fill(c.Samples, amp, freq, off)
 			for _, w := range words {
 				if w.Sample >= off && w.Sample < end || w.Sample == n && end == n {
 					w.Index = wordIndex
@@ -174,24 +176,86 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 
 // toneResync bounds how many samples tone advances by rotation before it
 // recomputes the phase exactly, so rounding error cannot build up whatever
-// the chunk size.
+// the chunk size. Blocks are aligned to the sentence's start, so a sample's
+// value does not depend on how the sentence was cut into chunks.
 const toneResync = 1024
 
 // tone writes amp·sin(2π·freq·t) for t = (off+i)/Rate into dst: the tone of
 // a sentence, from its sample off. It computes the sine and cosine exactly
-// every toneResync samples and rotates the phase by one sample's angle in
-// between (error far below float32 resolution), so the output is the same on
-// every run and matches math.Sin per sample to within about 1e-7.
+// at the start of every toneResync block of the sentence and rotates the
+// phase in between (error far below float32 resolution), so the output is
+// the same on every run and matches math.Sin per sample to within about
+// 1e-7, and tone(dst, off) equals samples [off, off+len(dst)) of the whole
+// sentence's tone bit for bit (toneCache relies on that).
+//
+// The rotation runs in four independent lanes (samples j, j+1, j+2, j+3,
+// each turned by four samples' angle): one lane is a chain of dependent
+// multiplies, and four let the CPU overlap them.
 func tone(dst []float32, amp, freq float64, off int) {
 	w := 2 * math.Pi * freq / Rate
-	ds, dc := math.Sincos(w)
-	for start := 0; start < len(dst); start += toneResync {
-		s, c := math.Sincos(w * float64(off+start))
-		for i, end := start, min(start+toneResync, len(dst)); i < end; i++ {
-			dst[i] = float32(amp * s)
-			s, c = s*dc+c*ds, c*dc-s*ds
+	ds, dc := math.Sincos(4 * w)
+	end := off + len(dst) // sentence positions [off, end)
+	for block := off - off%toneResync; block < end; block += toneResync {
+		// Scalars, not arrays: the compiler keeps them in registers.
+		s0, c0 := math.Sincos(w * float64(block))
+		s1, c1 := math.Sincos(w * float64(block+1))
+		s2, c2 := math.Sincos(w * float64(block+2))
+		s3, c3 := math.Sincos(w * float64(block+3))
+		stop := min(block+toneResync, end)
+		for j := block; j < stop; j += 4 {
+			if j+4 <= stop && j >= off {
+				d := dst[j-off : j-off+4 : j-off+4]
+				d[0], d[1], d[2], d[3] = float32(amp*s0), float32(amp*s1), float32(amp*s2), float32(amp*s3)
+			} else {
+				for k, v := range [4]float64{s0, s1, s2, s3} {
+					if p := j + k; p >= off && p < stop {
+						dst[p-off] = float32(amp * v)
+					}
+				}
+			}
+			s0, c0 = s0*dc+c0*ds, c0*dc-s0*ds
+			s1, c1 = s1*dc+c1*ds, c1*dc-s1*ds
+			s2, c2 = s2*dc+c2*ds, c2*dc-s2*ds
+			s3, c3 = s3*dc+c3*ds, c3*dc-s3*ds
 		}
 	}
+}
+
+// toneCache keeps whole-sentence tones, so that a chunk is a copy rather
+// than a computation: this engine stands in for a free one, and its own
+// cost should not show in the gateway's profile. Bounded: a few tones
+// (voice and pitch) of at most toneCacheSamples each; anything else is
+// computed, to the same samples.
+type toneCache struct {
+	mu     sync.Mutex
+	tables map[[2]float64][]float32 // {amp, freq} -> the tone from sample 0
+}
+
+const (
+	toneCacheTones   = 8
+	toneCacheSamples = 20 * Rate
+)
+
+// fill writes the sentence tone's samples [off, off+len(dst)) into dst.
+func (c *toneCache) fill(dst []float32, amp, freq float64, off int) {
+	n := off + len(dst)
+	key := [2]float64{amp, freq}
+	c.mu.Lock()
+	t := c.tables[key]
+	if len(t) < n && n <= toneCacheSamples && (t != nil || len(c.tables) < toneCacheTones) {
+		t = make([]float32, min(max(n, 2*len(t), Rate), toneCacheSamples))
+		tone(t, amp, freq, 0)
+		if c.tables == nil {
+			c.tables = map[[2]float64][]float32{}
+		}
+		c.tables[key] = t
+	}
+	c.mu.Unlock()
+	if len(t) >= n {
+		copy(dst, t[off:n])
+		return
+	}
+	tone(dst, amp, freq, off)
 }
 
 // sentenceLayout returns the sentence's length in samples and its word

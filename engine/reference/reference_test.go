@@ -181,3 +181,29 @@ func TestPacingStartTime(t *testing.T) {
 		t.Logf("last chunk late at %v (shared machine?)", last)
 	}
 }
+
+// TestToneChunking: a sentence's samples do not depend on where chunks cut
+// it, nor on whether they came from the cache.
+func TestToneChunking(t *testing.T) {
+	const n = 5000
+	whole := make([]float32, n)
+	tone(whole, 0.3, 330, 0)
+	var cache toneCache
+	for _, chunk := range []int{1, 3, 4, 480, 1000, 1024, 1500} {
+		for _, src := range []string{"computed", "cached"} {
+			for off := 0; off < n; off += chunk {
+				got := make([]float32, min(chunk, n-off))
+				if src == "cached" {
+					cache.fill(got, 0.3, 330, off)
+				} else {
+					tone(got, 0.3, 330, off)
+				}
+				for i, v := range got {
+					if v != whole[off+i] {
+						t.Fatalf("%s chunk %d: sample %d = %v, whole sentence has %v", src, chunk, off+i, v, whole[off+i])
+					}
+				}
+			}
+		}
+	}
+}
