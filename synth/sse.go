@@ -1,11 +1,13 @@
 package synth
 
 import (
-	"encoding/base64"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
+
+	"github.com/segmentio/asm/base64"
 
 	"voicesvc/codec"
 	"voicesvc/control"
@@ -15,7 +17,9 @@ import (
 // The SSE events of interface 6.1, built by hand into a caller's buffer:
 // a chunk event is the per-20-ms cost of every stream, and appending base64
 // into a reused buffer is about 6x cheaper than json.Marshal, with no
-// allocation.
+// allocation. The base64 is segmentio/asm's (AVX2 on amd64, the same
+// output as encoding/base64's StdEncoding): 4-5x faster, and it is most of
+// what a chunk event costs.
 
 // AppendSSEStart appends the start event: the effective rate and format.
 func AppendSSEStart(dst []byte, rate int, f codec.Format) []byte {
@@ -31,7 +35,9 @@ func AppendSSEChunk(dst []byte, index int, pcm []byte) []byte {
 	dst = append(dst, "event: chunk\ndata: {\"type\":\"chunk\",\"index\":"...)
 	dst = strconv.AppendInt(dst, int64(index), 10)
 	dst = append(dst, ",\"audio_b64\":\""...)
-	dst = base64.StdEncoding.AppendEncode(dst, pcm)
+	n := len(dst)
+	dst = slices.Grow(dst, base64.StdEncoding.EncodedLen(len(pcm)))[:n+base64.StdEncoding.EncodedLen(len(pcm))]
+	base64.StdEncoding.Encode(dst[n:], pcm)
 	return append(dst, "\"}\n\n"...)
 }
 
