@@ -67,7 +67,7 @@ func (c *Client) read(r *bufio.Reader) {
 	var err error
 	for {
 		var f frame
-		if f, err = readFrame(r); err != nil {
+		if f, err = readFrameDecoded(r); err != nil {
 			break
 		}
 		c.mu.Lock()
@@ -142,11 +142,7 @@ func (c *Client) Synthesize(ctx context.Context, req engine.Request, emit func(e
 				if stopErr != nil {
 					continue // draining after a cancel
 				}
-				chunk, err := decodeChunk(f.payload[:len(f.payload):len(f.payload)])
-				if err == nil {
-					err = emit(chunk)
-				}
-				if err != nil {
+				if err := emit(*f.chunk); err != nil {
 					stopErr = err
 					done = nil
 					c.send(frameCancel, id)

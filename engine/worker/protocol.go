@@ -106,7 +106,8 @@ type wireRequest struct {
 type frame struct {
 	typ     byte
 	id      uint64
-	payload []byte // after the id
+	payload []byte        // after the id; nil for a chunk readFrameDecoded decoded
+	chunk   *engine.Chunk // a chunk frame, from readFrameDecoded
 }
 
 func writeFrame(w *bufio.Writer, typ byte, id uint64, payload ...[]byte) error {
@@ -145,6 +146,95 @@ func readFrame(r *bufio.Reader) (frame, error) {
 	return frame{typ: buf[0], id: binary.BigEndian.Uint64(buf[1:9]), payload: buf[9:]}, nil
 }
 
+// readFrameDecoded is readFrame for the parent: a chunk frame's samples
+// are read from r straight into the chunk's slice, with no frame buffer to
+// allocate, clear and copy out of (the parent does this for every chunk of
+// every worker, on the cores the workers need). Any malformed chunk is an
+// error: the stream is our own child's, and a broken one is not resumed.
+func readFrameDecoded(r *bufio.Reader) (frame, error) {
+	var hdr [13]byte
+	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
+		return frame{}, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:4])
+	if n < 9 || n > maxFrame {
+		return frame{}, fmt.Errorf("engine worker: bad frame length %d", n)
+	}
+	if _, err := io.ReadFull(r, hdr[4:]); err != nil {
+		return frame{}, noEOF(err)
+	}
+	f := frame{typ: hdr[4], id: binary.BigEndian.Uint64(hdr[5:])}
+	rest := int(n) - 9
+	if f.typ != frameChunk {
+		f.payload = make([]byte, rest)
+		_, err := io.ReadFull(r, f.payload)
+		return f, noEOF(err)
+	}
+	c, err := readChunk(r, rest)
+	f.chunk = &c
+	return f, err
+}
+
+// readChunk reads a chunk payload of n bytes (encodeChunk's layout).
+func readChunk(r *bufio.Reader, n int) (engine.Chunk, error) {
+	var c engine.Chunk
+	var b [16]byte
+	if n < 13 {
+		return c, errShort
+	}
+	if _, err := io.ReadFull(r, b[:9]); err != nil {
+		return c, noEOF(err)
+	}
+	c.Sentence = int(binary.BigEndian.Uint32(b[:]))
+	c.Last = b[4] == 1
+	nw := int(binary.BigEndian.Uint32(b[5:]))
+	n -= 13 // the header and the sample count
+	if nw < 0 || nw > n/16 {
+		return c, errShort
+	}
+	if nw > 0 {
+		c.Words = make([]engine.WordEvent, nw)
+	}
+	for i := range c.Words {
+		if _, err := io.ReadFull(r, b[:]); err != nil {
+			return c, noEOF(err)
+		}
+		v := func(k int) int { return int(int32(binary.BigEndian.Uint32(b[4*k:]))) }
+		c.Words[i] = engine.WordEvent{Index: v(0), TextOffset: v(1), TextLength: v(2), Sample: v(3)}
+	}
+	n -= 16 * nw
+	if _, err := io.ReadFull(r, b[:4]); err != nil {
+		return c, noEOF(err)
+	}
+	ns := int(binary.BigEndian.Uint32(b[:]))
+	if ns < 0 || 4*ns != n {
+		return c, errShort
+	}
+	c.Samples = make([]float32, ns)
+	if ns == 0 {
+		return c, nil
+	}
+	if littleEndian {
+		_, err := io.ReadFull(r, unsafe.Slice((*byte)(unsafe.Pointer(&c.Samples[0])), 4*ns))
+		return c, noEOF(err)
+	}
+	for i := range c.Samples {
+		if _, err := io.ReadFull(r, b[:4]); err != nil {
+			return c, noEOF(err)
+		}
+		c.Samples[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[:]))
+	}
+	return c, nil
+}
+
+// noEOF: a stream that ends inside a frame was cut, not closed.
+func noEOF(err error) error {
+	if err == io.EOF {
+		return io.ErrUnexpectedEOF
+	}
+	return err
+}
+
 func encodeChunk(c engine.Chunk) []byte {
 	b := make([]byte, 0, 13+16*len(c.Words)+4*len(c.Samples))
 	b = binary.BigEndian.AppendUint32(b, uint32(c.Sentence))
@@ -174,45 +264,6 @@ func encodeChunk(c engine.Chunk) []byte {
 var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 
 var errShort = errors.New("engine worker: short chunk frame")
-
-func decodeChunk(b []byte) (engine.Chunk, error) {
-	var c engine.Chunk
-	if len(b) < 9 {
-		return c, errShort
-	}
-	c.Sentence = int(binary.BigEndian.Uint32(b))
-	c.Last = b[4] == 1
-	nw := int(binary.BigEndian.Uint32(b[5:]))
-	b = b[9:]
-	if nw < 0 || nw > len(b)/16 {
-		return c, errShort
-	}
-	if nw > 0 {
-		c.Words = make([]engine.WordEvent, nw)
-	}
-	for i := range c.Words {
-		v := func(k int) int { return int(int32(binary.BigEndian.Uint32(b[16*i+4*k:]))) }
-		c.Words[i] = engine.WordEvent{Index: v(0), TextOffset: v(1), TextLength: v(2), Sample: v(3)}
-	}
-	b = b[16*nw:]
-	if len(b) < 4 {
-		return c, errShort
-	}
-	ns := int(binary.BigEndian.Uint32(b))
-	b = b[4:]
-	if ns < 0 || ns != len(b)/4 || len(b)%4 != 0 {
-		return c, errShort
-	}
-	c.Samples = make([]float32, ns)
-	if littleEndian && ns > 0 {
-		copy(unsafe.Slice((*byte)(unsafe.Pointer(&c.Samples[0])), 4*ns), b)
-		return c, nil
-	}
-	for i := range c.Samples {
-		c.Samples[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
-	}
-	return c, nil
-}
 
 func encodeRequest(req engine.Request) ([]byte, error) {
 	return json.Marshal(wireRequest{Text: req.Text, Lang: req.Language, Profile: req.Profile, Params: req.Params})

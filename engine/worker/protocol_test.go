@@ -22,19 +22,30 @@ func TestChunkRoundTrip(t *testing.T) {
 		if err := writeFrame(w, frameChunk, 42, encodeChunk(c)); err != nil {
 			t.Fatal(err)
 		}
-		f, err := readFrame(bufio.NewReader(&buf))
-		if err != nil || f.typ != frameChunk || f.id != 42 {
-			t.Fatalf("frame %+v, %v", f, err)
-		}
-		got, err := decodeChunk(f.payload)
-		if err != nil {
-			t.Fatal(err)
-		}
 		if len(c.Samples) == 0 {
 			c.Samples = []float32{}
 		}
-		if !reflect.DeepEqual(got, c) {
-			t.Errorf("got %+v, want %+v", got, c)
+		f, err := readFrameDecoded(bufio.NewReader(&buf))
+		if err != nil || f.typ != frameChunk || f.id != 42 || f.chunk == nil {
+			t.Fatalf("decoded frame %+v, %v", f, err)
+		}
+		if !reflect.DeepEqual(*f.chunk, c) {
+			t.Errorf("decoded %+v, want %+v", *f.chunk, c)
+		}
+	}
+}
+
+// TestReadFrameDecodedTruncated: a stream cut anywhere inside a chunk
+// frame is an error, never a chunk.
+func TestReadFrameDecodedTruncated(t *testing.T) {
+	var buf bytes.Buffer
+	writeFrame(bufio.NewWriter(&buf), frameChunk, 7, encodeChunk(engine.Chunk{
+		Samples: []float32{0.25, -0.5, 1}, Words: []engine.WordEvent{{Index: 1, Sample: 2}}}))
+	whole := buf.Bytes()
+	for cut := 1; cut < len(whole); cut++ {
+		f, err := readFrameDecoded(bufio.NewReader(bytes.NewReader(whole[:cut])))
+		if err == nil {
+			t.Fatalf("cut at %d of %d: frame %+v, no error", cut, len(whole), f)
 		}
 	}
 }
@@ -61,10 +72,19 @@ func FuzzDecode(f *testing.F) {
 		for {
 			fr, err := readFrame(r)
 			if err != nil {
+				break
+			}
+			decodeRequest(fr.payload)
+		}
+		r = bufio.NewReader(bytes.NewReader(b))
+		for {
+			fr, err := readFrameDecoded(r)
+			if err != nil {
 				return
 			}
-			decodeChunk(fr.payload)
-			decodeRequest(fr.payload)
+			if fr.typ == frameChunk && fr.chunk == nil {
+				t.Fatal("chunk frame without its chunk")
+			}
 		}
 	})
 }
