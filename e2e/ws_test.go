@@ -405,6 +405,34 @@ func TestWSIdle(t *testing.T) {
 	}
 }
 
+// TestWSShutdown: SIGTERM closes every open session with 1001, idle ones
+// and one that is speaking, and the server still exits within its grace.
+// The sessions run on goroutines of their own after the handshake, outside
+// fasthttp's request handling, so only the server's own bookkeeping can
+// reach them.
+func TestWSShutdown(t *testing.T) {
+	srv, e := wsServer(t, 1, "enterprise", nil, "--sessions", "50")
+	conns := make([]*wsc, 5)
+	for i := range conns {
+		conns[i] = wsOpen(t, srv, e.key)
+	}
+	conns[0].start("talk", e.voice, strings.Repeat("This sentence keeps the engine busy. ", 4), true)
+	conns[0].until(is("audio_chunk", "talk"))
+	stopped := make(chan struct{})
+	go func() { srv.Stop(); close(stopped) }()
+	for i, c := range conns {
+		evs := c.until(is("close", ""))
+		if last := evs[len(evs)-1]; last.CloseCode != 1001 {
+			t.Errorf("session %d: %v", i, evs)
+		}
+	}
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("server did not exit")
+	}
+}
+
 // TestWS200Sessions: 200 sessions of one workspace, one context each, all
 // streaming at once; each gets exactly its own audio, told by the text it
 // asked for and the duration the reference engine gives that text.

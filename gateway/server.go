@@ -238,6 +238,10 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		CloseOnShutdown:              true,
 		TCPKeepalive:                 true,
 		Logger:                       fasthttpLogger{s.log},
+		// A WebSocket session runs on its own goroutine and closes its
+		// socket itself, so the hijack handler returns at once and fasthttp
+		// frees the request's memory (gateway/ws.go, upgrade).
+		KeepHijackedConns: true,
 	}
 
 	watchCtx, cancel := context.WithCancel(context.Background())

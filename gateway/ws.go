@@ -1,10 +1,16 @@
 package gateway
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
+	"errors"
 	"fmt"
+	"net"
+	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,9 +33,10 @@ import (
 // slot, token consumption). The 101 carries X-Request-Id, RateLimit,
 // RateLimit-Policy and X-Billing-Remaining like any synthesis response.
 //
-// The session runs inside the upgrade handler (fasthttp/websocket must not
-// be used after it returns) and holds its session slot and its one stream
-// slot until the socket closes, however many contexts it runs.
+// The session runs on a goroutine of its own, not in fasthttp's hijack
+// handler (see upgrade: that is what lets fasthttp take back the request's
+// memory), and holds its session slot and its one stream slot until the
+// socket closes, however many contexts it runs.
 
 // wsSubprotocol is the subprotocol of interface 9; a client that sends its
 // token as a second subprotocol gets this one selected.
@@ -37,7 +44,7 @@ const wsSubprotocol = "service.v1"
 
 // wsState is the server's WebSocket machinery (Server.ws).
 type wsState struct {
-	up  websocket.FastHTTPUpgrader
+	up  websocket.Upgrader
 	cfg sessions.Config
 	// ctx ends every open session at Shutdown (close 1001); wg counts them.
 	ctx    context.Context
@@ -61,7 +68,7 @@ var (
 func (s *Server) wsRoutes(api *router.Group) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ws = &wsState{
-		up: websocket.FastHTTPUpgrader{
+		up: websocket.Upgrader{
 			// Small buffers: an idle session must stay within 16 KiB. Writes
 			// borrow a pooled buffer per message.
 			ReadBufferSize:  1024,
@@ -69,18 +76,13 @@ func (s *Server) wsRoutes(api *router.Group) {
 			WriteBufferPool: &sync.Pool{},
 			Subprotocols:    []string{wsSubprotocol},
 			// Credentials are never cookies, so any origin may connect.
-			CheckOrigin:       func(*fasthttp.RequestCtx) bool { return true },
+			CheckOrigin:       func(*http.Request) bool { return true },
 			EnableCompression: false,
 			HandshakeTimeout:  10 * time.Second,
-			// Only reached when the upgrader refuses what
-			// isWebSocketHandshake let through: answer in JSON too.
-			Error: func(ctx *fasthttp.RequestCtx, status int, reason error) {
-				code := control.EInvalidRequest
-				if status >= 500 {
-					code = control.EInternal
-				}
-				s.writeError(ctx, control.Errorf(code, "%v", reason))
-			},
+			// isWebSocketHandshake has refused, with a JSON answer, every
+			// request the upgrader would refuse; by the time it runs the
+			// connection is hijacked and the caller closes it.
+			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
 		cfg:    sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20},
 		ctx:    ctx,
@@ -156,34 +158,172 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		Logger:    s.log, // not a With per session: an idle session stays small
 	}
 	w := s.ws
+	up := newWSUpgrade(ctx)
+	wsID := p.WorkspaceID
+	// The upgrader writes the 101 (with up.hdr) on the hijacked socket;
+	// fasthttp writes nothing. The status is for metrics and the log.
+	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
+	ctx.HijackSetNoResponse(true)
 	w.wg.Add(1)
-	err = w.up.Upgrade(ctx, func(conn *websocket.Conn) {
-		// Here the RequestCtx is no longer ours; the session ends before
-		// this handler returns.
-		opened := time.Now()
-		var rerr error
-		defer func() {
-			// fasthttp runs this on a goroutine of its own, without a
-			// recover: a panic here would end the process.
-			if v := recover(); v != nil {
-				rerr = fmt.Errorf("panic: %v", v)
-				s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
-			}
-			a.Done(0) // the handshake charged nothing: no refund call
-			lease.Release()
+	ctx.Hijack(func(c net.Conn) {
+		// fasthttp runs this on a goroutine of its own, without a recover.
+		conn, err := w.upgrade(c, up)
+		if err != nil {
+			// Nothing was promised to the client (the 101 was not
+			// written) and the handshake charged nothing.
 			w.wg.Done()
-			s.log.Info("websocket session closed", "request_id", reqID, "workspace", p.WorkspaceID,
-				"duration", time.Since(opened), "reason", errText(rerr))
+			a.Done(0)
+			lease.Release()
+			s.log.Info("websocket upgrade failed", "request_id", reqID, "err", err)
+			return
+		}
+		go func() {
+			opened := time.Now()
+			var rerr error
+			defer func() {
+				// A panic on this goroutine would end the process.
+				if v := recover(); v != nil {
+					rerr = fmt.Errorf("panic: %v", v)
+					s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+				}
+				// fasthttp keeps hijacked connections open
+				// (KeepHijackedConns): closing it is ours.
+				conn.Close()
+				a.Done(0) // the handshake charged nothing: no refund call
+				lease.Release()
+				w.wg.Done()
+				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
+					"duration", time.Since(opened), "reason", errText(rerr))
+			}()
+			rerr = sessions.Run(w.ctx, conn, w.cfg, deps)
 		}()
-		rerr = sessions.Run(w.ctx, conn, w.cfg, deps)
+		// Returning lets fasthttp put the RequestCtx and its reader back in
+		// their pools while the session runs.
 	})
-	if err != nil {
-		// The upgrader has answered (its checks passed ours, so this is
-		// rare); nothing runs.
-		w.wg.Done()
-		a.Done(0)
-		lease.Release()
+}
+
+// wsUpgrade is what the hijack handler needs from the handshake request,
+// copied out of the RequestCtx: the handler must not keep references into
+// it, and fasthttp reuses it once the handler returns.
+type wsUpgrade struct {
+	req *http.Request // the handshake headers the upgrader reads
+	hdr http.Header   // the 101's headers other than the handshake's own
+}
+
+// wsUpgradeRequest are the request headers the upgrader reads.
+var wsUpgradeRequest = []string{"Connection", "Upgrade", "Sec-Websocket-Version", "Sec-Websocket-Key", "Sec-Websocket-Protocol"}
+
+// wsUpgradeOwn are response headers the 101 does not take from ctx: the
+// upgrader writes the handshake's own; the rest describe a body it has not.
+var wsUpgradeOwn = []string{"Connection", "Upgrade", "Content-Length", "Content-Type", "Transfer-Encoding",
+	"Date", "Sec-Websocket-Accept", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions"}
+
+func newWSUpgrade(ctx *fasthttp.RequestCtx) *wsUpgrade {
+	u := &wsUpgrade{req: &http.Request{Method: http.MethodGet, Header: make(http.Header, len(wsUpgradeRequest))},
+		hdr: make(http.Header, ctx.Response.Header.Len())}
+	for _, k := range wsUpgradeRequest {
+		if v := ctx.Request.Header.Peek(k); len(v) > 0 {
+			u.req.Header[k] = []string{string(v)}
+		}
 	}
+	ctx.Response.Header.VisitAll(func(k, v []byte) {
+		for _, own := range wsUpgradeOwn {
+			if strings.EqualFold(string(k), own) {
+				return
+			}
+		}
+		u.hdr[string(k)] = append(u.hdr[string(k)], string(v))
+	})
+	return u
+}
+
+// upgrade writes the 101 on the hijacked connection c and returns the
+// session's websocket.Conn over the socket itself.
+//
+// Why not FastHTTPUpgrader: its Conn reads through c, and c reads through
+// the connection's fasthttp bufio.Reader (Config.ReadBufferSize, 16 KiB),
+// which fasthttp gives back to its pool, with the RequestCtx, when the
+// hijack handler returns. That Conn is only usable inside the handler, so
+// every idle session kept a RequestCtx, that reader and the handler's
+// goroutine. Here the Conn reads the socket (UnsafeConn) directly, the
+// server keeps hijacked connections open (KeepHijackedConns) and the
+// handler returns at once.
+//
+// A client may send frames right behind its handshake, before the 101:
+// those bytes are in fasthttp's reader already. They are taken out first
+// and handed to the upgrader as the hijacked reader's buffered bytes, which
+// its Conn reads before the socket.
+func (w *wsState) upgrade(c net.Conn, u *wsUpgrade) (conn *websocket.Conn, err error) {
+	defer func() {
+		// fasthttp runs the hijack handler without a recover: a panic
+		// here would end the process.
+		if v := recover(); v != nil {
+			c.Close() // KeepHijackedConns: this closes the socket
+			conn, err = nil, fmt.Errorf("panic: %v", v)
+		}
+	}()
+	uc, ok := c.(interface{ UnsafeConn() net.Conn })
+	if !ok {
+		c.Close()
+		return nil, errors.New("gateway: fasthttp's hijacked connection has no UnsafeConn")
+	}
+	raw := uc.UnsafeConn()
+	pending, err := takeBuffered(c, raw)
+	if err != nil {
+		raw.Close()
+		return nil, err
+	}
+	var br *bufio.Reader
+	if len(pending) > 0 {
+		br = bufio.NewReaderSize(bytes.NewReader(pending), len(pending))
+		_, _ = br.Peek(len(pending)) // all of it buffered: the upgrader reads Buffered()
+	} else {
+		br = bufio.NewReaderSize(raw, 16) // unused: the Conn gets its own reader on raw
+	}
+	// The upgrader builds the 101 in the writer's free buffer.
+	rw := &hijackedResponse{conn: raw, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(raw, 512))}
+	conn, err = w.up.Upgrade(rw, u.req, u.hdr)
+	if err != nil {
+		raw.Close() // the upgrader closes it only for failures after Hijack
+		return nil, err
+	}
+	return conn, nil
+}
+
+// takeBuffered returns the bytes fasthttp's reader holds beyond the
+// handshake request. c reads that reader, which reads raw once empty: with
+// raw's read deadline in the past, c gives back what is buffered, then a
+// timeout without reading the socket (the deadline is checked before the
+// read), so nothing on the wire is consumed.
+func takeBuffered(c, raw net.Conn) ([]byte, error) {
+	if err := raw.SetReadDeadline(time.Unix(1, 0)); err != nil {
+		return nil, err
+	}
+	var pending []byte
+	var b [512]byte
+	for {
+		n, err := c.Read(b[:])
+		pending = append(pending, b[:n]...)
+		if err != nil || n == 0 {
+			break // a timeout once the buffer is empty (or what the socket said)
+		}
+	}
+	return pending, raw.SetReadDeadline(time.Time{})
+}
+
+// hijackedResponse is the http.ResponseWriter the net/http upgrader takes:
+// it only hijacks it. Its refusals write nothing (see wsState.up.Error).
+type hijackedResponse struct {
+	conn net.Conn
+	brw  *bufio.ReadWriter
+}
+
+func (r *hijackedResponse) Header() http.Header         { return http.Header{} }
+func (r *hijackedResponse) Write(b []byte) (int, error) { return len(b), nil }
+func (r *hijackedResponse) WriteHeader(int)             {}
+
+func (r *hijackedResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	return r.conn, r.brw, nil
 }
 
 func errText(err error) string {
@@ -253,10 +393,16 @@ func protocolToken(h []byte) []byte {
 
 // isWebSocketHandshake checks what the upgrader would refuse, so that a bad
 // handshake is refused before it spends a token or takes a slot.
+// The key must be base64 of 16 bytes (RFC 6455 4.1), as the upgrader checks.
 func isWebSocketHandshake(ctx *fasthttp.RequestCtx) bool {
-	return websocket.FastHTTPIsWebSocketUpgrade(ctx) &&
-		string(ctx.Request.Header.PeekBytes(hdrWSVersion)) == "13" &&
-		len(ctx.Request.Header.PeekBytes(hdrWSKey)) > 0
+	if !ctx.IsGet() || !websocket.FastHTTPIsWebSocketUpgrade(ctx) ||
+		string(ctx.Request.Header.PeekBytes(hdrWSVersion)) != "13" {
+		return false
+	}
+	key := ctx.Request.Header.PeekBytes(hdrWSKey)
+	var nonce [18]byte // 24 base64 characters decode to 16 bytes (+2 slack)
+	n, err := base64.StdEncoding.Decode(nonce[:], key)
+	return len(key) == 24 && err == nil && n == 16
 }
 
 // engineReadier is an engine that can tell it is closed or out of workers

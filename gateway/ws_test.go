@@ -1,10 +1,13 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -209,4 +212,98 @@ func TestWSOutlivesHTTPTimeouts(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), `"idle"`) {
 		t.Fatalf("idle: %q %v", b, err)
 	}
+}
+
+// TestWSFramesBehindHandshake: a client that sends its first frames right
+// behind the handshake, before the 101, has them read (fasthttp has them
+// in its buffer when the connection is hijacked), and the server closes
+// the socket once the session ends.
+func TestWSFramesBehindHandshake(t *testing.T) {
+	ss := newSynthServer(t, synthOpts{})
+	addr := strings.TrimPrefix(ss.base, "http://")
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Longer than one read of what is buffered, and two frames.
+	start := `{"type":"task_start","context_id":"early","voice_id":"` + ss.voice + `","text":"` +
+		strings.Repeat("Hello there ", 200) + `"}`
+	b := []byte("GET " + APIRoot + "/stream HTTP/1.1\r\nHost: " + addr + "\r\nUpgrade: websocket\r\n" +
+		"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n" +
+		"X-API-Key: " + ss.key + "\r\n\r\n")
+	b = appendClientFrame(b, start)
+	b = appendClientFrame(b, `{"type":"session_end"}`)
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	status, err := br.ReadString('\n')
+	if err != nil || !strings.Contains(status, " 101 ") {
+		t.Fatalf("status %q %v", status, err)
+	}
+	for {
+		line, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		if line == "\r\n" {
+			break
+		}
+	}
+	var texts []string
+	for {
+		var h [2]byte
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			t.Fatalf("frames %q: %v", texts, err)
+		}
+		n := int(h[1] & 0x7f)
+		switch n {
+		case 126:
+			var x [2]byte
+			io.ReadFull(br, x[:])
+			n = int(x[0])<<8 | int(x[1])
+		case 127:
+			var x [8]byte
+			io.ReadFull(br, x[:])
+			n = int(binary.BigEndian.Uint64(x[:]))
+		}
+		p := make([]byte, n)
+		if _, err := io.ReadFull(br, p); err != nil {
+			t.Fatal(err)
+		}
+		if h[0]&0x0f == websocket.TextMessage {
+			texts = append(texts, string(p))
+		}
+		if h[0]&0x0f == websocket.CloseMessage {
+			break
+		}
+	}
+	if len(texts) == 0 || !strings.Contains(texts[0], `"task_started"`) ||
+		!strings.Contains(texts[len(texts)-1], `"session_ended"`) {
+		t.Fatalf("frames: %q", texts)
+	}
+	// Answer the close; then the server closes the socket.
+	c.Write(appendClientClose(nil))
+	if _, err := io.Copy(io.Discard, br); err != nil {
+		t.Fatalf("socket not closed: %v", err)
+	}
+}
+
+// appendClientFrame appends a masked (zero key) final text frame.
+func appendClientFrame(b []byte, msg string) []byte {
+	switch n := len(msg); {
+	case n <= 125:
+		b = append(b, 0x81, 0x80|byte(n))
+	default:
+		b = append(b, 0x81, 0x80|126, byte(n>>8), byte(n))
+	}
+	b = append(b, 0, 0, 0, 0)
+	return append(b, msg...)
+}
+
+// appendClientClose appends a masked close frame with code 1000.
+func appendClientClose(b []byte) []byte {
+	return append(b, 0x88, 0x82, 0, 0, 0, 0, 0x03, 0xe8)
 }

@@ -10,11 +10,15 @@
 //     buffer, EnableCompression false, Subprotocols ["service.v1"] (the
 //     token rides in the offered list and must not be echoed), and a
 //     CheckOrigin that admits browsers (auth is by key or token).
-//   - Call Run synchronously inside the upgrade handler: fasthttp/websocket
-//     must not touch the connection after the handler returns. Run owns
-//     every write to the socket (its writer encodes frames itself and
-//     batches them into one write): do not write to the connection, ping
-//     it, or set its ping, close or read-limit handling while Run runs. Release the
+//   - Call Run while the connection is usable and close it afterwards. A
+//     FastHTTPUpgrader connection reads through fasthttp's reader, which
+//     is pooled again when the upgrade handler returns: call Run inside
+//     that handler, or (as the gateway does, to let fasthttp free the
+//     request's memory) build the connection over the socket itself and
+//     run the session on a goroutine of its own. Run owns every write to
+//     the socket (its writer encodes frames itself and batches them into
+//     one write): do not write to the connection, ping it, or set its
+//     ping, close or read-limit handling while Run runs. Release the
 //     session and stream slots after Run returns. Pass a ctx cancelled at
 //     server shutdown (sessions then close with 1001).
 //   - Deps.Voice checks the workspace, readiness and the token's voice_ids

@@ -4,9 +4,8 @@
 // sent as audio_chunk + binary pairs by a single writer, cancel, limits,
 // metering and the idle timeout.
 //
-// The gateway does the handshake (credentials, limits, billing headers) and
-// calls Run inside the fasthttp/websocket upgrade handler: the connection
-// must not be used after that handler returns.
+// The gateway does the handshake (credentials, limits, billing headers),
+// upgrades, and calls Run on a connection it closes after Run returns.
 package sessions
 
 import (
@@ -120,10 +119,11 @@ type session struct {
 }
 
 // Run serves one session on conn until the client ends it, it idles out, a
-// fatal error occurs or ctx is cancelled (close 1001). It must be called
-// inside the upgrade handler and returns only when every goroutine it
-// started has stopped. The returned error describes why it ended; it is
-// for logging, Run has already told the client.
+// fatal error occurs or ctx is cancelled (close 1001). conn must stay
+// usable until Run returns (with FastHTTPUpgrader: call it inside the
+// upgrade handler); Run does not close it. It returns only when every
+// goroutine it started has stopped. The returned error describes why it
+// ended; it is for logging, Run has already told the client.
 func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error {
 	s := &session{conn: conn, cfg: cfg.withDefaults(), deps: deps, parent: ctx, log: deps.Logger}
 	if s.log == nil {
