@@ -7,6 +7,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Typed errors that transports map to statuses and codes.
@@ -49,6 +50,10 @@ type Request struct {
 	Language string // BCP-47 tag the engine supports
 	Profile  []byte
 	Params   Params
+	// Due is when a listener needs this audio, for the pool's scheduling:
+	// zero means now. A realtime context sets it for its later sentences
+	// to when the audio it already has will have played.
+	Due time.Time
 }
 
 // WordEvent marks where a word of the original text starts in the audio.

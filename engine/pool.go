@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"time"
 )
 
 // ErrWorkerDied: the worker running a sentence went away (its process
@@ -59,15 +60,22 @@ type PoolStats struct {
 	Sentences uint64 // sentences synthesized
 }
 
-// Pool is an Engine that runs requests on workers sentence by sentence:
-// after each sentence a request goes to the back of the line, so a long
-// text cannot starve a short one.
+// Pool is an Engine that runs requests on workers sentence by sentence,
+// earliest deadline first. A request's deadline is when a listener who
+// started playing it on arrival would run out of audio: its arrival plus
+// the audio rendered so far. A new request is due at once; one that has
+// rendered a sentence is not due again until that sentence has played.
+// So a first sentence, which someone is waiting for, goes before the
+// continuation of a stream that has audio in hand, and a long text cannot
+// starve a short one (each sentence pushes its deadline back). Among
+// requests that are all behind (overload), the one furthest behind goes
+// first.
 type Pool struct {
 	opts PoolOptions
 
 	mu      sync.Mutex
 	wake    *sync.Cond // a job became ready, or the pool closed
-	ready   []*job     // FIFO: round robin over requests
+	ready   []*job     // waiting for a worker, in arrival order (ties go to the first)
 	closed  bool
 	stats   PoolStats
 	workers []Worker
@@ -185,6 +193,9 @@ type job struct {
 	stop   bool       // caller gave up: do not dispatch more
 	cond   *sync.Cond // chunks, completion or failure for the caller
 
+	arrived time.Time // when Synthesize admitted the request, or req.Due
+	due     time.Time // arrived plus the audio rendered so far (Pool)
+
 	samples, words int // offsets of the next sentence in the request's audio
 }
 
@@ -207,7 +218,11 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu)}
+	arrived := time.Now()
+	if !req.Due.IsZero() {
+		arrived = req.Due
+	}
+	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), arrived: arrived, due: arrived}
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -300,8 +315,22 @@ func (p *Pool) dequeue(j *job) {
 	}
 }
 
-// run is worker i's loop: take the request at the front, render its next
-// sentence, put it at the back.
+// takeEarliest removes and returns the ready job due first. A scan: the
+// queue is at most QueueDepth long, and a sentence takes milliseconds.
+func (p *Pool) takeEarliest() *job {
+	best := 0
+	for i, j := range p.ready[1:] {
+		if j.due.Before(p.ready[best].due) {
+			best = i + 1
+		}
+	}
+	j := p.ready[best]
+	p.ready = append(p.ready[:best], p.ready[best+1:]...)
+	return j
+}
+
+// run is worker i's loop: take the request due first, render its next
+// sentence, put it back in line with its new deadline.
 func (p *Pool) run(i int) {
 	defer p.wg.Done()
 	p.mu.Lock()
@@ -313,8 +342,7 @@ func (p *Pool) run(i int) {
 		if p.closed {
 			return
 		}
-		j := p.ready[0]
-		p.ready = p.ready[1:]
+		j := p.takeEarliest()
 		idx := j.next
 		j.next++
 		j.busy = true
@@ -325,6 +353,9 @@ func (p *Pool) run(i int) {
 		p.stats.Active--
 		p.stats.Sentences++
 		j.busy = false
+		if rate := p.opts.Engine.NativeRate(); rate > 0 {
+			j.due = j.arrived.Add(time.Duration(float64(j.samples) / float64(rate) * float64(time.Second)))
+		}
 		switch {
 		case err != nil:
 			j.fail(err)

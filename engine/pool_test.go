@@ -111,6 +111,44 @@ func TestPoolFairness(t *testing.T) {
 	}
 }
 
+// TestPoolNewRequestFirst: a request arriving while several long ones are
+// mid-stream gets the next free worker (it is due now; they have audio in
+// hand), where a round robin would have made it wait for each of them.
+func TestPoolNewRequestFirst(t *testing.T) {
+	ref := reference.New(reference.Options{RTF: 0.01})
+	p := newPool(t, engine.PoolOptions{Engine: ref, Workers: 1})
+	long := ""
+	for i := range 20 {
+		long += fmt.Sprintf("Sentence number %d of a long text. ", i)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const streams = 5
+	done := make(chan error, streams)
+	for range streams {
+		go func() {
+			_, err := collect(ctx, p, engine.Request{Text: long})
+			done <- err
+		}()
+	}
+	// Every long request has rendered a sentence: all are mid-stream.
+	for p.Stats().Sentences < 2*streams {
+		time.Sleep(time.Millisecond)
+	}
+	before := p.Stats().Sentences
+	if _, err := collect(context.Background(), p, engine.Request{Text: "A new one."}); err != nil {
+		t.Fatal(err)
+	}
+	// The sentence in flight when it arrived, then its own.
+	if n := p.Stats().Sentences - before; n > 2 {
+		t.Errorf("the new request finished %d sentences after it arrived; want at most 2", n)
+	}
+	cancel()
+	for range streams {
+		<-done
+	}
+}
+
 // TestPoolBusy: beyond QueueDepth requests, Synthesize answers ErrBusy, and
 // Ready says so beforehand (busy when full, unavailable once closed).
 func TestPoolBusy(t *testing.T) {

@@ -209,6 +209,10 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	}
 	req := t.req
 	req.Text = text
+	// The pool serves what is due first: this sentence is due when the
+	// context's audio so far will have played (from its first chunk), so
+	// a context with audio in hand yields to one whose listener waits.
+	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
 	began := time.Now()
 	err = synthesize(ctx, s.deps.Engine, req, func(c engine.Chunk) error {
 		return pipe.Write(c.Samples, send)
