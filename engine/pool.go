@@ -61,15 +61,15 @@ type PoolStats struct {
 }
 
 // Pool is an Engine that runs requests on workers sentence by sentence,
-// earliest deadline first. A request's deadline is when a listener who
-// started playing it on arrival would run out of audio: its arrival plus
-// the audio rendered so far. A new request is due at once; one that has
-// rendered a sentence is not due again until that sentence has played.
-// So a first sentence, which someone is waiting for, goes before the
-// continuation of a stream that has audio in hand, and a long text cannot
-// starve a short one (each sentence pushes its deadline back). Among
-// requests that are all behind (overload), the one furthest behind goes
-// first.
+// earliest deadline first. A request's deadline is dueSlack before a
+// listener who started playing it on arrival would run out of audio: its
+// arrival plus the audio rendered so far. A new request is due at once;
+// one that has rendered a sentence is not due again until that sentence
+// has nearly played. So a first sentence, which someone is waiting for,
+// goes before the continuation of a stream that has audio in hand, and a
+// long text cannot starve a short one (each sentence pushes its deadline
+// back). Among requests that are all behind (overload), the one furthest
+// behind goes first.
 type Pool struct {
 	opts PoolOptions
 
@@ -194,7 +194,7 @@ type job struct {
 	cond   *sync.Cond // chunks, completion or failure for the caller
 
 	arrived time.Time // when Synthesize admitted the request, or req.Due
-	due     time.Time // arrived plus the audio rendered so far (Pool)
+	due     time.Time // dueSlack before the listener runs out: arrived + audio rendered
 
 	samples, words int // offsets of the next sentence in the request's audio
 }
@@ -222,7 +222,7 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 	if !req.Due.IsZero() {
 		arrived = req.Due
 	}
-	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), arrived: arrived, due: arrived}
+	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), arrived: arrived, due: arrived.Add(-dueSlack)}
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -315,6 +315,13 @@ func (p *Pool) dequeue(j *job) {
 	}
 }
 
+// dueSlack is how long before a listener would run out of audio a
+// request becomes due: a sentence takes a few milliseconds to render and
+// its first chunk must also cross the gateway, so a continuation is not
+// left to the last moment, where any queue would mean a gap. A new
+// request's listener has run out already: it is due dueSlack before now.
+const dueSlack = 250 * time.Millisecond
+
 // takeEarliest removes and returns the ready job due first. A scan: the
 // queue is at most QueueDepth long, and a sentence takes milliseconds.
 func (p *Pool) takeEarliest() *job {
@@ -354,7 +361,7 @@ func (p *Pool) run(i int) {
 		p.stats.Sentences++
 		j.busy = false
 		if rate := p.opts.Engine.NativeRate(); rate > 0 {
-			j.due = j.arrived.Add(time.Duration(float64(j.samples) / float64(rate) * float64(time.Second)))
+			j.due = j.arrived.Add(time.Duration(float64(j.samples)/float64(rate)*float64(time.Second)) - dueSlack)
 		}
 		switch {
 		case err != nil:
