@@ -49,7 +49,7 @@ type PoolOptions struct {
 // PoolStats is a snapshot of the pool for metrics and tests.
 type PoolStats struct {
 	Workers   int    // live workers
-	Active    int    // sentences being synthesized now
+	Active    int    // sentences held by workers now (rendering or queued in one)
 	Queued    int    // admitted requests waiting for a worker
 	Requests  int    // admitted requests not yet finished
 	Completed uint64 // requests finished successfully
@@ -78,8 +78,9 @@ type Pool struct {
 	ready   []*job     // waiting for a worker, in arrival order (ties go to the first)
 	closed  bool
 	stats   PoolStats
-	workers []Worker
-	wg      sync.WaitGroup
+	workers  []Worker
+	starting []sync.Mutex // per worker: one replacement starts at a time
+	wg       sync.WaitGroup
 }
 
 var _ Engine = (*Pool)(nil)
@@ -110,12 +111,27 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		p.workers[i] = w
 		p.stats.Workers++
 	}
+	p.starting = make([]sync.Mutex, len(p.workers))
 	for i := range p.workers {
-		p.wg.Add(1)
-		go p.run(i)
+		for range workerDepth {
+			p.wg.Add(1)
+			go p.run(i)
+		}
 	}
 	return p, nil
 }
+
+// wakeBatch is how many chunks a sentence's middle queues before its
+// caller is woken to take them.
+const wakeBatch = 4
+
+// workerDepth is how many sentences a worker holds: one rendering and one
+// waiting in it (a subprocess queues it; espeak-ng's lock queues it in
+// process), so that it starts the next sentence the moment it finishes,
+// without waiting for this process to be scheduled and answer. With both
+// cores busy rendering, that wait was a third of a worker's time. The
+// cost: a new request can wait behind one more sentence (a few ms).
+const workerDepth = 2
 
 // Close stops the workers; requests still running fail with ErrUnavailable.
 func (p *Pool) Close() error {
@@ -411,7 +427,13 @@ func (p *Pool) sentence(i int, j *job, idx int) error {
 			got++
 			p.mu.Lock()
 			j.chunks = append(j.chunks, c)
-			j.cond.Broadcast()
+			// Wake the caller for a sentence's first chunk, which someone
+			// may be waiting for, for its last, and otherwise for batches:
+			// a wake-up per chunk costs the process a thread switch each,
+			// and later chunks are rendered far ahead of real time anyway.
+			if got == 1 || c.Last || len(j.chunks) >= wakeBatch {
+				j.cond.Broadcast()
+			}
 			p.mu.Unlock()
 			return nil
 		})
@@ -441,6 +463,10 @@ func (p *Pool) sentence(i int, j *job, idx int) error {
 
 // worker returns worker i, starting a replacement if the last one died.
 func (p *Pool) worker(i int) (Worker, error) {
+	// Both of the worker's dispatchers may find it dead; one starts the
+	// replacement, the other then takes it.
+	p.starting[i].Lock()
+	defer p.starting[i].Unlock()
 	p.mu.Lock()
 	w := p.workers[i]
 	p.mu.Unlock()

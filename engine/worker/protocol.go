@@ -110,6 +110,7 @@ type frame struct {
 	chunk   *engine.Chunk // a chunk frame, from readFrameDecoded
 }
 
+// writeFrame buffers one frame in w; the caller flushes.
 func writeFrame(w *bufio.Writer, typ byte, id uint64, payload ...[]byte) error {
 	n := 1 + 8
 	for _, p := range payload {
@@ -127,7 +128,7 @@ func writeFrame(w *bufio.Writer, typ byte, id uint64, payload ...[]byte) error {
 			return err
 		}
 	}
-	return w.Flush()
+	return nil
 }
 
 func readFrame(r *bufio.Reader) (frame, error) {

@@ -19,7 +19,7 @@ func TestChunkRoundTrip(t *testing.T) {
 	for _, c := range tests {
 		var buf bytes.Buffer
 		w := bufio.NewWriter(&buf)
-		if err := writeFrame(w, frameChunk, 42, encodeChunk(c)); err != nil {
+		if err := writeFrame(w, frameChunk, 42, encodeChunk(c)); err != nil || w.Flush() != nil {
 			t.Fatal(err)
 		}
 		if len(c.Samples) == 0 {
@@ -39,8 +39,10 @@ func TestChunkRoundTrip(t *testing.T) {
 // frame is an error, never a chunk.
 func TestReadFrameDecodedTruncated(t *testing.T) {
 	var buf bytes.Buffer
-	writeFrame(bufio.NewWriter(&buf), frameChunk, 7, encodeChunk(engine.Chunk{
+	w := bufio.NewWriter(&buf)
+	writeFrame(w, frameChunk, 7, encodeChunk(engine.Chunk{
 		Samples: []float32{0.25, -0.5, 1}, Words: []engine.WordEvent{{Index: 1, Sample: 2}}}))
+	w.Flush()
 	whole := buf.Bytes()
 	for cut := 1; cut < len(whole); cut++ {
 		f, err := readFrameDecoded(bufio.NewReader(bytes.NewReader(whole[:cut])))
@@ -63,7 +65,9 @@ func TestRemoteErrorKinds(t *testing.T) {
 // an error instead of panicking.
 func FuzzDecode(f *testing.F) {
 	var buf bytes.Buffer
-	writeFrame(bufio.NewWriter(&buf), frameChunk, 1, encodeChunk(engine.Chunk{Samples: []float32{1, 2}, Words: []engine.WordEvent{{}}}))
+	w := bufio.NewWriter(&buf)
+	writeFrame(w, frameChunk, 1, encodeChunk(engine.Chunk{Samples: []float32{1, 2}, Words: []engine.WordEvent{{}}}))
+	w.Flush()
 	f.Add(buf.Bytes())
 	f.Add([]byte{0, 0, 0, 9, 'C', 0, 0, 0, 0, 0, 0, 0, 1})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff})

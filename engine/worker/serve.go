@@ -58,9 +58,26 @@ type server struct {
 }
 
 func (s *server) send(typ byte, id uint64, payload ...[]byte) error {
+	return s.sendChunk(typ, id, true, payload...)
+}
+
+// sendChunk writes a frame and flushes it when flush is set. A chunk in
+// the middle of a sentence waits in the buffer for the sentence's last
+// chunk (or a full buffer, or any other frame): the parent then reads
+// several in one go, a read and a wake-up instead of one per chunk. The
+// engine renders far ahead of real time, so the wait is a millisecond or
+// two of rendering; a sentence's first chunk, which a listener may be
+// waiting for, is flushed at once.
+func (s *server) sendChunk(typ byte, id uint64, flush bool, payload ...[]byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	return writeFrame(s.w, typ, id, payload...)
+	if err := writeFrame(s.w, typ, id, payload...); err != nil {
+		return err
+	}
+	if !flush {
+		return nil
+	}
+	return s.w.Flush()
 }
 
 func (s *server) run(ctx context.Context, id uint64, payload []byte) {
@@ -73,8 +90,11 @@ func (s *server) run(ctx context.Context, id uint64, payload []byte) {
 	}()
 	req, err := decodeRequest(payload)
 	if err == nil {
+		first := true // the next chunk starts a sentence
 		err = s.e.Synthesize(ctx, req, func(c engine.Chunk) error {
-			return s.send(frameChunk, id, encodeChunk(c))
+			flush := first || c.Last
+			first = c.Last
+			return s.sendChunk(frameChunk, id, flush, encodeChunk(c))
 		})
 	} else {
 		err = errors.Join(engine.ErrInvalidInput, err)
