@@ -199,11 +199,15 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 	// one operation's audio instead (learnt from one unmeasured operation),
 	// as listeners that started at random moments are.
 	ramp := spec.warmup
+	warmup := spec.warmup
 	if spec.pace && spec.rate <= 0 {
 		ramp = audioPeriod(ctx, sc, spec.timeout)
+		// Measure once every listener has started: during the ramp the
+		// load is still growing and sessions are being opened.
+		warmup = max(warmup, ramp)
 	}
 	start := time.Now()
-	measureStart := start.Add(spec.warmup)
+	measureStart := start.Add(warmup)
 	rec := newRecorder(measureStart)
 	issueEnd := measureStart.Add(spec.duration)
 	if spec.duration <= 0 {
