@@ -203,14 +203,24 @@ func runClients(b *testing.B, n int, mk func() (func() (time.Duration, error), f
 	var wg sync.WaitGroup
 	var failed error
 	var mu sync.Mutex
-	b.ResetTimer()
+	// Every client first makes warmUp requests that are not measured
+	// (fresh connections, empty pools, a small heap), and measuring starts
+	// when all have.
+	const warmUp = 5
+	var warmed sync.WaitGroup
+	warmed.Add(n)
+	start := make(chan struct{})
 	for i := range n {
 		do, done := mk()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer done()
-			for range per {
+			for k := range warmUp + per {
+				if k == warmUp {
+					warmed.Done()
+					<-start
+				}
 				if think > 0 {
 					time.Sleep(rand.N(think))
 				}
@@ -219,12 +229,20 @@ func runClients(b *testing.B, n int, mk func() (func() (time.Duration, error), f
 					mu.Lock()
 					failed = err
 					mu.Unlock()
+					if k < warmUp {
+						warmed.Done()
+					}
 					return
 				}
-				all[i] = append(all[i], d)
+				if k >= warmUp {
+					all[i] = append(all[i], d)
+				}
 			}
 		}()
 	}
+	warmed.Wait()
+	b.ResetTimer()
+	close(start)
 	wg.Wait()
 	b.StopTimer()
 	if failed != nil {
