@@ -112,6 +112,11 @@ type ServerUsage struct {
 	RSSPeakMB  float64 `json:"rss_peak_mb"`
 	RSSMeanMB  float64 `json:"rss_mean_mb"`
 	Samples    int     `json:"samples"`
+	// StealPercent is the share of this machine's CPU time its host took
+	// over the window (steal in /proc/stat; -1 unknown). On a virtual
+	// machine a few percent is enough to put milliseconds into every tail
+	// figure: those figures then measure the host, not the server.
+	StealPercent float64 `json:"steal_percent"`
 }
 
 // WriteJSON writes the run as indented JSON to path.

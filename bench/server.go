@@ -285,6 +285,52 @@ type usageMonitor struct {
 	t    []time.Time
 	cpu  []float64
 	rss  []float64
+	// the machine's CPU ticks (/proc/stat) at the first and last sample
+	stat0, stat1 cpuTicks
+}
+
+// cpuTicks is the first line of /proc/stat: all CPU time, and the part
+// the host stole.
+type cpuTicks struct{ total, steal uint64 }
+
+func readCPUTicks() (cpuTicks, bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return cpuTicks{}, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	return parseCPUTicks(line)
+}
+
+func parseCPUTicks(line string) (cpuTicks, bool) {
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return cpuTicks{}, false
+	}
+	var t cpuTicks
+	for i, v := range f[1:] {
+		if i >= 8 { // guest time is already in user and nice
+			break
+		}
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return cpuTicks{}, false
+		}
+		t.total += n
+		if i == 7 {
+			t.steal = n
+		}
+	}
+	return t, true
+}
+
+// stealPercent is the host's share of the CPU time between a and b; -1
+// when unknown.
+func stealPercent(a, b cpuTicks) float64 {
+	if b.total <= a.total || b.steal < a.steal {
+		return -1
+	}
+	return 100 * float64(b.steal-a.steal) / float64(b.total-a.total)
 }
 
 // startUsage begins sampling at from (the end of warm-up), so that the
@@ -321,6 +367,14 @@ func startUsage(ctx context.Context, src usageSource, from time.Time) *usageMoni
 }
 
 func (m *usageMonitor) sample(ctx context.Context) {
+	if t, ok := readCPUTicks(); ok {
+		m.mu.Lock()
+		if m.stat0.total == 0 {
+			m.stat0 = t
+		}
+		m.stat1 = t
+		m.mu.Unlock()
+	}
 	cpu, rss, err := m.src.read(ctx)
 	if err != nil {
 		return
@@ -337,9 +391,9 @@ func (m *usageMonitor) finish() ServerUsage {
 	close(m.stop)
 	<-m.done
 	if m.src == nil {
-		return ServerUsage{Source: "none"}
+		return ServerUsage{Source: "none", StealPercent: -1}
 	}
-	u := ServerUsage{Source: m.src.name(), Samples: len(m.t)}
+	u := ServerUsage{Source: m.src.name(), Samples: len(m.t), StealPercent: stealPercent(m.stat0, m.stat1)}
 	if p, ok := m.src.(procSource); ok {
 		u.PID = p.pid
 	}

@@ -284,3 +284,29 @@ func TestMarkdownNotesAndErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestStealPercent(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want float64
+	}{
+		{"cpu  100 0 50 800 10 0 5 35 0 0", "cpu  200 0 100 1495 10 0 10 185 0 0", 15},
+		{"cpu  100 0 50 800 10 0 5 35 0 0", "cpu  100 0 50 900 10 0 5 35 0 0", 0},
+		{"cpu  100 0 50 800 10 0 5 35 7 0", "cpu  200 0 50 800 10 0 5 35 90 0", 0}, // guest is inside user
+		{"cpu  100 0 50 800 10 0 5 35 0 0", "cpu  100 0 50 800 10 0 5 35 0 0", -1}, // no time passed
+	} {
+		a, okA := parseCPUTicks(tc.a)
+		b, okB := parseCPUTicks(tc.b)
+		if !okA || !okB {
+			t.Fatalf("parse %q / %q", tc.a, tc.b)
+		}
+		if got := stealPercent(a, b); got != tc.want {
+			t.Errorf("%q -> %q: steal %v%%, want %v%%", tc.a, tc.b, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 x 4 5 6 7 8", "cpu 1 2 3"} {
+		if _, ok := parseCPUTicks(bad); ok {
+			t.Errorf("parseCPUTicks(%q) accepted", bad)
+		}
+	}
+}

@@ -56,8 +56,8 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 	}
 	fmt.Fprintf(w, "\nClosed loop; load is concurrent operations (ws: contexts, 4 per session). "+
 		"Latencies in ms; ops/s and audio s/s per wall second.\n\n")
-	fmt.Fprintf(w, "| transport | load | engine | ok | errors | TTFB p50 | TTFB p99 | gap p99 | ops/s | audio s/s | server CPU %% |\n")
-	fmt.Fprintf(w, "| - | -: | - | -: | -: | -: | -: | -: | -: | -: | -: |\n")
+	fmt.Fprintf(w, "| transport | load | engine | ok | errors | TTFB p50 | TTFB p99 | gap p99 | ops/s | audio s/s | server CPU %% | host steal %% |\n")
+	fmt.Fprintf(w, "| - | -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: |\n")
 	type row struct {
 		r      *Result
 		engine string
@@ -89,10 +89,10 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 	})
 	for _, x := range rows {
 		r := x.r
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %.1f | %.1f | %.0f |\n",
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %.1f | %.1f | %.0f | %s |\n",
 			r.Scenario, r.LoadLabel(), mdEscape(x.engine), r.OK, r.ErrorCount,
 			mdMs(r.TTFB.N, r.TTFB.P50), mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99),
-			r.Throughput, r.AudioPerSec, r.Server.CPUPercent)
+			r.Throughput, r.AudioPerSec, r.Server.CPUPercent, stealCell(r))
 	}
 	fmt.Fprintf(w, "\n## Targets\n\n| target | measured | met |\n| - | - | - |\n")
 	for _, run := range runs {
@@ -110,7 +110,7 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 				}
 				ok := r.ErrorCount == 0 && r.OK > 0 && r.Gap.N > 0 && r.Gap.P99 < targetGapP99Ms
 				fmt.Fprintf(w, "| %s | %s: gap p99 %s ms, TTFB p99 %s ms, %d ok, %d errors%s | %s |\n", label, r.LoadLabel(),
-					mdMs(r.Gap.N, r.Gap.P99), mdMs(r.TTFB.N, r.TTFB.P99), r.OK, r.ErrorCount, errorSuffix(r), yesNo(ok))
+					mdMs(r.Gap.N, r.Gap.P99), mdMs(r.TTFB.N, r.TTFB.P99), r.OK, r.ErrorCount, errorSuffix(r)+stealNote(r), yesNo(ok))
 			}
 			for _, scn := range Scenarios {
 				r := exact(run, scn, targetGatewayLevel)
@@ -125,9 +125,9 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 				if s := r.ServerTTFB; s.N > 0 {
 					split = fmt.Sprintf(" (server's own TTFB, task_start read to first chunk queued: p50 %.1f, p99 %.1f ms)", s.P50, s.P99)
 				}
-				fmt.Fprintf(w, "| reference: %s gateway-added TTFB p99 < %g ms at %d | TTFB p50 %s, p99 %s ms%s | %s |\n",
+				fmt.Fprintf(w, "| reference: %s gateway-added TTFB p99 < %g ms at %d | TTFB p50 %s, p99 %s ms%s%s | %s |\n",
 					scn, targetGatewayMs, targetGatewayLevel, mdMs(r.TTFB.N, r.TTFB.P50), mdMs(r.TTFB.N, r.TTFB.P99),
-					split, yesNo(ok))
+					split, stealNote(r), yesNo(ok))
 			}
 			continue
 		}
@@ -138,7 +138,7 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 		} else {
 			ok := r.ErrorCount == 0 && r.TTFB.N > 0 && r.TTFB.P99 < targetPCMTTFBMs
 			fmt.Fprintf(w, "| %s | %s: TTFB p99 %s ms, gap p99 %s ms, %d ok, %d errors%s | %s |\n", mdEscape(label), r.LoadLabel(),
-				mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99), r.OK, r.ErrorCount, errorSuffix(r), yesNo(ok))
+				mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99), r.OK, r.ErrorCount, errorSuffix(r)+stealNote(r), yesNo(ok))
 		}
 		fmt.Fprintf(w, "| %s: largest measured load with TTFB p99 < %g ms, no errors | %s | - |\n", mdEscape(run.Engine),
 			capacityLimitMs, mdEscape(strings.Join(capacityLines(run, capacityLimitMs), "; ")))
@@ -174,6 +174,26 @@ func exact(run *Run, scn string, n int) *Result {
 		}
 	}
 	return nil
+}
+
+// stealWarn is the host steal (% of the machine's CPU time) above which a
+// result's tails say more about the host than about the server.
+const stealWarn = 2.0
+
+func stealCell(r *Result) string {
+	if r.Server.StealPercent < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", r.Server.StealPercent)
+}
+
+// stealNote flags, in a target's measured column, a window in which the
+// host took a noticeable share of the CPU.
+func stealNote(r *Result) string {
+	if r.Server.StealPercent < stealWarn {
+		return ""
+	}
+	return fmt.Sprintf("; host steal %.0f%% of the CPU in this window: its tails measure the host", r.Server.StealPercent)
 }
 
 func errorSuffix(r *Result) string {

@@ -13,14 +13,14 @@ import (
 func WriteTable(w io.Writer, run *Run) error {
 	fmt.Fprintf(w, "engine %s  voice %s  base %s\n", run.Engine, run.Voice, run.BaseURL)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tload\tok\terr\tttfb p50\tp90\tp99\tmax\ttotal p50\trtf\taudio s/s\tops/s\tgap p99\tcpu %\trss MB\t")
+	fmt.Fprintln(tw, "scenario\tload\tok\terr\tttfb p50\tp90\tp99\tmax\ttotal p50\trtf\taudio s/s\tops/s\tgap p99\tcpu %\trss MB\tsteal %\t")
 	for _, r := range run.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%.0f\t%.0f\t%s\t\n",
 			r.Scenario, r.LoadLabel(), r.OK, r.ErrorCount,
 			msCell(r.TTFB.N, r.TTFB.P50), msCell(r.TTFB.N, r.TTFB.P90), msCell(r.TTFB.N, r.TTFB.P99),
 			msCell(r.TTFB.N, r.TTFB.Max), msCell(r.Total.N, r.Total.P50),
 			rtfCell(r.RTFp50), r.AudioPerSec, r.Throughput, msCell(r.Gap.N, r.Gap.P99),
-			r.Server.CPUPercent, r.Server.RSSPeakMB)
+			r.Server.CPUPercent, r.Server.RSSPeakMB, stealCell(r))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
