@@ -128,9 +128,9 @@ const wakeBatch = 4
 // workerDepth is how many sentences a worker holds: one rendering and one
 // waiting in it (a subprocess queues it; espeak-ng's lock queues it in
 // process), so that it starts the next sentence the moment it finishes,
-// without waiting for this process to be scheduled and answer. With both
-// cores busy rendering, that wait was a third of a worker's time. The
-// cost: a new request can wait behind one more sentence (a few ms).
+// without waiting for this process to be scheduled and answer, which
+// with every core rendering can take a while. The cost: a new request can
+// wait behind one more sentence (a few ms).
 const workerDepth = 2
 
 // Close stops the workers; requests still running fail with ErrUnavailable.
