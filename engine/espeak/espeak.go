@@ -339,8 +339,8 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 	}
 	if r.pending == nil {
 		size := len(pcm)
-		if r.emitted {
-			size = max(size, r.chunkSamples()+len(pcm))
+		if r.emitted { // a chunk grows to chunkMs plus one buffer at most
+			size += r.chunkSamples()
 		}
 		r.pending = &engine.Chunk{Sentence: r.sentence, Samples: make([]float32, 0, size)}
 	}
