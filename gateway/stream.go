@@ -229,12 +229,13 @@ func (st *audioStream) Flush() error {
 	if !st.sent {
 		st.sent = true
 		close(st.first)
+		// The handler just woken waits in this P's next slot while an
+		// engine that computes without blocking keeps the P: let it run
+		// now, the first byte is what this path is measured by. Later
+		// flushes do not yield: Gosched goes through the scheduler's
+		// global lock, which hundreds of streams then contend for.
+		runtime.Gosched()
 	}
-	// The goroutine just woken (the handler at the first flush, then the
-	// connection's reader) waits in this P's next slot while an engine that
-	// computes without blocking keeps the P: let it run now. The first
-	// byte is what this path is measured by.
-	runtime.Gosched()
 	return nil
 }
 
