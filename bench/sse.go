@@ -32,7 +32,9 @@ type sseReader struct {
 	skipLF bool     // the last chunk ended in CR: a leading LF completes CRLF
 	err    error    // sticky read error
 	event  string
-	data   strings.Builder
+	first  string          // the event's first data line
+	data   strings.Builder // the lines joined, once there is a second
+	lines2 bool            // data holds the lines
 	has    bool
 }
 
@@ -108,7 +110,10 @@ func (r *sseReader) Next() (sseEvent, error) {
 		}
 		if line == "" {
 			if r.has {
-				ev := sseEvent{Event: r.event, Data: r.data.String()}
+				ev := sseEvent{Event: r.event, Data: r.first}
+				if r.lines2 {
+					ev.Data = r.data.String()
+				}
 				r.reset()
 				return ev, nil
 			}
@@ -126,10 +131,19 @@ func (r *sseReader) Next() (sseEvent, error) {
 		case "event":
 			r.event = value
 		case "data":
-			if r.has {
+			// Audio events have one data line, kept as it is: joining
+			// into a builder would copy every base64 payload once more.
+			switch {
+			case !r.has:
+				r.first = value
+			case !r.lines2:
+				r.data.WriteString(r.first)
+				r.lines2 = true
+				fallthrough
+			default:
 				r.data.WriteByte('\n')
+				r.data.WriteString(value)
 			}
-			r.data.WriteString(value)
 			r.has = true
 		}
 		// id and retry are irrelevant to a benchmark; unknown fields are ignored.
@@ -137,9 +151,9 @@ func (r *sseReader) Next() (sseEvent, error) {
 }
 
 func (r *sseReader) reset() {
-	r.event = ""
+	r.event, r.first = "", ""
 	r.data.Reset()
-	r.has = false
+	r.has, r.lines2 = false, false
 }
 
 // indexEOL is bytes.IndexAny(b, "\r\n") with two vectorised IndexByte scans:

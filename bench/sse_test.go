@@ -38,6 +38,8 @@ func TestSSEReader(t *testing.T) {
 		{"crlf", "event: chunk\r\ndata: x\r\n\r\n", []sseEvent{{"chunk", "x"}}},
 		{"lone cr", "event: chunk\rdata: x\r\r", []sseEvent{{"chunk", "x"}}},
 		{"multi-line data joined", "data: a\ndata: b\n\n", []sseEvent{{"", "a\nb"}}},
+		{"three data lines", "data: a\ndata: b\ndata: c\n\ndata: d\n\n", []sseEvent{{"", "a\nb\nc"}, {"", "d"}}},
+		{"empty first data line", "data:\ndata: x\n\n", []sseEvent{{"", "\nx"}}},
 		{"comment and unknown fields ignored", ": ping\nid: 3\nretry: 10\ndata: z\n\n", []sseEvent{{"", "z"}}},
 		{"no space after colon", "event:done\ndata:{}\n\n", []sseEvent{{"done", "{}"}}},
 		{"only first space stripped", "data:  two\n\n", []sseEvent{{"", " two"}}},
