@@ -73,11 +73,11 @@ type PoolStats struct {
 type Pool struct {
 	opts PoolOptions
 
-	mu      sync.Mutex
-	wake    *sync.Cond // a job became ready, or the pool closed
-	ready   []*job     // waiting for a worker, in arrival order (ties go to the first)
-	closed  bool
-	stats   PoolStats
+	mu       sync.Mutex
+	wake     *sync.Cond // a job became ready, or the pool closed
+	ready    []*job     // waiting for a worker, in arrival order (ties go to the first)
+	closed   bool
+	stats    PoolStats
 	workers  []Worker
 	starting []sync.Mutex // per worker: one replacement starts at a time
 	wg       sync.WaitGroup
