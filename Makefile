@@ -24,6 +24,8 @@ run: build
 test: build test-go test-e2e
 
 test-go:
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './e2e/node_modules/*')); \
+	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
 	# A deployment built without the MP3 encoder (interface 4.10).
