@@ -33,7 +33,9 @@ func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), err
 		if err := local.Reproducible(); err != nil {
 			logger.Warn("espeak-ng audio may depend on earlier requests", "reason", err)
 		}
-		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth}
+		// Every consumer in the server (synth.Run, the realtime sessions, the
+		// clone preview) encodes or copies a chunk's samples in its emit.
+		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth, RecycleSamples: true}
 		if cfg.Workers > 0 {
 			self, err := os.Executable()
 			if err != nil {

@@ -117,7 +117,8 @@ func BenchmarkPoolThroughput(b *testing.B) {
 	e := mustNew(b)
 	pools := make([]*engine.Pool, 2)
 	for k, workers := range []int{1, 2} {
-		p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: workers, NewWorker: subprocessWorker})
+		p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: workers, NewWorker: subprocessWorker,
+			RecycleSamples: os.Getenv("POOL_BENCH_NO_RECYCLE") == ""}) // as the server runs it
 		if err != nil {
 			b.Fatal(err)
 		}

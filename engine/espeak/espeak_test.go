@@ -264,7 +264,8 @@ func concurrentRequests(e *Engine) []engine.Request {
 }
 
 // TestConcurrent: 32 goroutines synthesizing at once through the pool,
-// with the in-process worker and with two subprocess workers, each get
+// with the in-process worker and with two subprocess workers (also with
+// their sample buffers recycled), each get
 // audio and word events identical, bit for bit, to the request rendered
 // alone, requests one after another in reverse order (and each again
 // right after itself).
@@ -291,6 +292,8 @@ func TestConcurrent(t *testing.T) {
 	}{
 		{"in-process", engine.PoolOptions{Engine: e, Workers: 1}},
 		{"subprocess", engine.PoolOptions{Engine: e, Workers: 2, NewWorker: subprocessWorker}},
+		// renderReq copies what it keeps, as the server's consumers do.
+		{"subprocess-recycled", engine.PoolOptions{Engine: e, Workers: 2, NewWorker: subprocessWorker, RecycleSamples: true}},
 	}
 	for _, pc := range pools {
 		t.Run(pc.name, func(t *testing.T) {

@@ -211,10 +211,13 @@ func readChunk(r *bufio.Reader, n int) (engine.Chunk, error) {
 	if ns < 0 || 4*ns != n {
 		return c, errShort
 	}
-	c.Samples = make([]float32, ns)
 	if ns == 0 {
+		c.Samples = []float32{}
 		return c, nil
 	}
+	// Every sample is read into the buffer below, so a recycled one
+	// (engine.SampleBuffer) needs no clearing.
+	c.Samples = engine.SampleBuffer(ns)
 	if littleEndian {
 		_, err := io.ReadFull(r, unsafe.Slice((*byte)(unsafe.Pointer(&c.Samples[0])), 4*ns))
 		return c, noEOF(err)

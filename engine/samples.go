@@ -1,0 +1,31 @@
+package engine
+
+import "sync"
+
+// sampleBuffers holds chunk sample buffers between a pool's delivery of
+// one chunk and a worker's read of the next (PoolOptions.RecycleSamples).
+var sampleBuffers sync.Pool // of *[]float32
+
+// sampleBufferCap fits every chunk the espeak engine sends: 100 ms at
+// 22050 Hz plus one 20 ms buffer is 2646 samples.
+const sampleBufferCap = 4096
+
+// SampleBuffer returns a slice of n samples for a chunk, reusing a
+// recycled buffer when one is large enough. Its contents are garbage: the
+// caller overwrites all of it.
+func SampleBuffer(n int) []float32 {
+	if bp, ok := sampleBuffers.Get().(*[]float32); ok && cap(*bp) >= n {
+		return (*bp)[:n]
+	}
+	return make([]float32, n, max(n, sampleBufferCap))
+}
+
+// RecycleSamples gives s back for a later SampleBuffer. Nothing may use s
+// afterwards.
+func RecycleSamples(s []float32) {
+	if cap(s) < sampleBufferCap/2 || cap(s) > 4*sampleBufferCap {
+		return // too small to be worth keeping, or unusually large
+	}
+	s = s[:0]
+	sampleBuffers.Put(&s)
+}
