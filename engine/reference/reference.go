@@ -187,36 +187,17 @@ const toneResync = 1024
 // the same on every run and matches math.Sin per sample to within about
 // 1e-7, and tone(dst, off) equals samples [off, off+len(dst)) of the whole
 // sentence's tone bit for bit (toneCache relies on that).
-//
-// The rotation runs in four independent lanes (samples j, j+1, j+2, j+3,
-// each turned by four samples' angle): one lane is a chain of dependent
-// multiplies, and four let the CPU overlap them.
 func tone(dst []float32, amp, freq float64, off int) {
 	w := 2 * math.Pi * freq / Rate
-	ds, dc := math.Sincos(4 * w)
+	ds, dc := math.Sincos(w)
 	end := off + len(dst) // sentence positions [off, end)
 	for block := off - off%toneResync; block < end; block += toneResync {
-		// Scalars, not arrays: the compiler keeps them in registers.
-		s0, c0 := math.Sincos(w * float64(block))
-		s1, c1 := math.Sincos(w * float64(block+1))
-		s2, c2 := math.Sincos(w * float64(block+2))
-		s3, c3 := math.Sincos(w * float64(block+3))
-		stop := min(block+toneResync, end)
-		for j := block; j < stop; j += 4 {
-			if j+4 <= stop && j >= off {
-				d := dst[j-off : j-off+4 : j-off+4]
-				d[0], d[1], d[2], d[3] = float32(amp*s0), float32(amp*s1), float32(amp*s2), float32(amp*s3)
-			} else {
-				for k, v := range [4]float64{s0, s1, s2, s3} {
-					if p := j + k; p >= off && p < stop {
-						dst[p-off] = float32(amp * v)
-					}
-				}
+		s, c := math.Sincos(w * float64(block))
+		for j := block; j < min(block+toneResync, end); j++ {
+			if j >= off {
+				dst[j-off] = float32(amp * s)
 			}
-			s0, c0 = s0*dc+c0*ds, c0*dc-s0*ds
-			s1, c1 = s1*dc+c1*ds, c1*dc-s1*ds
-			s2, c2 = s2*dc+c2*ds, c2*dc-s2*ds
-			s3, c3 = s3*dc+c3*ds, c3*dc-s3*ds
+			s, c = s*dc+c*ds, c*dc-s*ds
 		}
 	}
 }

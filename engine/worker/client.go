@@ -103,7 +103,7 @@ func (c *Client) read(r *bufio.Reader) {
 	var err error
 	for {
 		var f frame
-		if f, err = readFrameDecoded(r); err != nil {
+		if f, err = readFrame(r); err != nil {
 			break
 		}
 		c.mu.Lock()

@@ -106,8 +106,8 @@ type wireRequest struct {
 type frame struct {
 	typ     byte
 	id      uint64
-	payload []byte        // after the id; nil for a chunk readFrameDecoded decoded
-	chunk   *engine.Chunk // a chunk frame, from readFrameDecoded
+	payload []byte        // after the id; nil for a chunk frame
+	chunk   *engine.Chunk // a chunk frame's chunk
 }
 
 // writeFrame buffers one frame in w; the caller flushes.
@@ -131,28 +131,13 @@ func writeFrame(w *bufio.Writer, typ byte, id uint64, payload ...[]byte) error {
 	return nil
 }
 
+// readFrame reads the next frame. A chunk frame's samples are read from r
+// straight into the chunk's slice, with no frame buffer to allocate, clear
+// and copy out of (the parent does this for every chunk of every worker,
+// on the cores the workers need); other frames keep their payload. Any
+// malformed chunk is an error: the stream is our own child's, and a broken
+// one is not resumed.
 func readFrame(r *bufio.Reader) (frame, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return frame{}, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n < 9 || n > maxFrame {
-		return frame{}, fmt.Errorf("engine worker: bad frame length %d", n)
-	}
-	buf := make([]byte, n)
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return frame{}, err
-	}
-	return frame{typ: buf[0], id: binary.BigEndian.Uint64(buf[1:9]), payload: buf[9:]}, nil
-}
-
-// readFrameDecoded is readFrame for the parent: a chunk frame's samples
-// are read from r straight into the chunk's slice, with no frame buffer to
-// allocate, clear and copy out of (the parent does this for every chunk of
-// every worker, on the cores the workers need). Any malformed chunk is an
-// error: the stream is our own child's, and a broken one is not resumed.
-func readFrameDecoded(r *bufio.Reader) (frame, error) {
 	var hdr [13]byte
 	if _, err := io.ReadFull(r, hdr[:4]); err != nil {
 		return frame{}, err

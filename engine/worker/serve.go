@@ -58,17 +58,17 @@ type server struct {
 }
 
 func (s *server) send(typ byte, id uint64, payload ...[]byte) error {
-	return s.sendChunk(typ, id, true, payload...)
+	return s.write(typ, id, true, payload...)
 }
 
-// sendChunk writes a frame and flushes it when flush is set. A chunk in
+// write buffers a frame and flushes it when flush is set. A chunk in
 // the middle of a sentence waits in the buffer for the sentence's last
 // chunk (or a full buffer, or any other frame): the parent then reads
 // several in one go, a read and a wake-up instead of one per chunk. The
 // engine renders far ahead of real time, so the wait is a millisecond or
 // two of rendering; a sentence's first chunk, which a listener may be
 // waiting for, is flushed at once.
-func (s *server) sendChunk(typ byte, id uint64, flush bool, payload ...[]byte) error {
+func (s *server) write(typ byte, id uint64, flush bool, payload ...[]byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := writeFrame(s.w, typ, id, payload...); err != nil {
@@ -94,7 +94,7 @@ func (s *server) run(ctx context.Context, id uint64, payload []byte) {
 		err = s.e.Synthesize(ctx, req, func(c engine.Chunk) error {
 			flush := first || c.Last
 			first = c.Last
-			return s.sendChunk(frameChunk, id, flush, encodeChunk(c))
+			return s.write(frameChunk, id, flush, encodeChunk(c))
 		})
 	} else {
 		err = errors.Join(engine.ErrInvalidInput, err)
