@@ -54,6 +54,10 @@ type Request struct {
 	// zero means now. A realtime context sets it for its later sentences
 	// to when the audio it already has will have played.
 	Due time.Time
+	// InHand: the listener still has audio to play (the pool sets it for a
+	// sentence that is not due yet), so a worker may deliver the sentence's
+	// chunks together when it is done instead of its first chunk at once.
+	InHand bool
 }
 
 // WordEvent marks where a word of the original text starts in the audio.
@@ -97,6 +101,8 @@ type Engine interface {
 	Enroll(ctx context.Context, clip Clip) ([]byte, error)
 	// Synthesize renders req and calls emit for each chunk as soon as it
 	// exists. An error from emit stops synthesis and is returned. Returns
-	// ctx.Err() when cancelled.
+	// ctx.Err() when cancelled. A chunk's Samples belong to emit: the
+	// engine never touches them again, so a consumer that is done with
+	// them may give them back (RecycleSamples).
 	Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error
 }

@@ -413,6 +413,7 @@ func (p *Pool) sentence(i int, j *job, idx int) error {
 	span := j.sents[idx]
 	req := j.req
 	req.Text = span.Text
+	req.InHand = time.Now().Before(j.due)
 	for attempt := 0; ; attempt++ {
 		w, err := p.worker(i)
 		if err != nil {

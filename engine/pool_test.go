@@ -262,3 +262,49 @@ func TestPoolClose(t *testing.T) {
 		t.Errorf("after close: %v", err)
 	}
 }
+
+// inHandLog is a worker that records each sentence's InHand.
+type inHandLog struct {
+	engine.Worker
+	mu   sync.Mutex
+	seen []bool
+}
+
+func (w *inHandLog) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	w.mu.Lock()
+	w.seen = append(w.seen, req.InHand)
+	w.mu.Unlock()
+	return w.Worker.Synthesize(ctx, req, emit)
+}
+
+// TestPoolInHand: the pool tells a worker a sentence's listener has audio
+// in hand exactly when the sentence is not due yet: never for a request's
+// first sentence, always for the later ones of a request rendered far
+// ahead of real time, never for a request whose listener is behind.
+func TestPoolInHand(t *testing.T) {
+	text := "The first sentence of this request is long enough. So is the second one of them. And the third."
+	tests := []struct {
+		name string
+		due  time.Time
+		want []bool
+	}{
+		{"new", time.Time{}, []bool{false, true, true}},
+		{"behind", time.Now().Add(-time.Hour), []bool{false, false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ref := reference.New()
+			w := &inHandLog{Worker: engine.InProcess(ref)}
+			p := newPool(t, engine.PoolOptions{Engine: ref, Workers: 1,
+				NewWorker: func(int) (engine.Worker, error) { return w, nil }})
+			if _, err := collect(context.Background(), p, engine.Request{Text: text, Due: tc.due}); err != nil {
+				t.Fatal(err)
+			}
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			if !reflect.DeepEqual(w.seen, tc.want) {
+				t.Errorf("InHand per sentence %v, want %v", w.seen, tc.want)
+			}
+		})
+	}
+}

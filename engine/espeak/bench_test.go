@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"sync"
 	"syscall"
@@ -155,21 +156,28 @@ func BenchmarkPoolThroughput(b *testing.B) {
 	round(pools[1])
 	var samples [2]int
 	var wall, parent [2]time.Duration
+	var ratios []float64 // per pair of rounds
 	b.ResetTimer()
 	for range b.N {
+		var rates [2]float64
 		for k, p := range pools {
 			cpu := processCPU()
 			n, d := round(p)
 			parent[k] += processCPU() - cpu
 			samples[k] += n
 			wall[k] += d
+			rates[k] = float64(n) / d.Seconds()
 		}
+		ratios = append(ratios, rates[1]/rates[0])
 	}
 	audio := func(k int) float64 { return float64(samples[k]) / float64(e.NativeRate()) }
 	rate := func(k int) float64 { return audio(k) / wall[k].Seconds() }
 	b.ReportMetric(rate(0), "audio-s/s-1-worker")
 	b.ReportMetric(rate(1), "audio-s/s-2-workers")
-	b.ReportMetric(rate(1)/rate(0), "x-2-over-1")
+	// The median of the pairs' ratios: a pair sees one machine state, and
+	// the median leaves out the pairs a burst of host load hit on one side.
+	slices.Sort(ratios)
+	b.ReportMetric(ratios[len(ratios)/2], "x-2-over-1")
 	// This process's CPU per second of audio: what the gateway spends
 	// receiving and delivering it, which with two workers competes with
 	// them for the two cores. Process CPU time, so the host's steal does

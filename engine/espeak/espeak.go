@@ -342,7 +342,10 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 		if r.emitted { // a chunk grows to chunkMs plus one buffer at most
 			size += r.chunkSamples()
 		}
-		r.pending = &engine.Chunk{Sentence: r.sentence, Samples: make([]float32, 0, size)}
+		// Its samples go to the consumer, which may give them back
+		// (engine.RecycleSamples) for a later chunk: the worker child does,
+		// so it renders without garbage.
+		r.pending = &engine.Chunk{Sentence: r.sentence, Samples: engine.SampleBuffer(size)[:0]}
 	}
 	c := r.pending
 	c.Words = append(c.Words, words...)

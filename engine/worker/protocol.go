@@ -6,7 +6,8 @@
 // The protocol is a stream of frames in both directions:
 //
 //	frame   = length:uint32 (big endian, of type+payload) type:byte payload
-//	request = 'R' id:uint64 json{text, lang, profile, params}   parent -> child
+//	request = 'R' id:uint64 json{text, lang, profile, params, in_hand}
+//	                                                            parent -> child
 //	cancel  = 'X' id:uint64                                     parent -> child
 //	chunk   = 'C' id:uint64 sentence:uint32 last:byte
 //	          nwords:uint32 {index, offset, length, sample: int32}*
@@ -101,6 +102,7 @@ type wireRequest struct {
 	Lang    string        `json:"lang,omitempty"`
 	Profile []byte        `json:"profile,omitempty"`
 	Params  engine.Params `json:"params"`
+	InHand  bool          `json:"in_hand,omitempty"`
 }
 
 type frame struct {
@@ -161,7 +163,7 @@ func readFrame(r *bufio.Reader) (frame, error) {
 	return f, err
 }
 
-// readChunk reads a chunk payload of n bytes (encodeChunk's layout).
+// readChunk reads a chunk payload of n bytes (writeChunk's layout).
 func readChunk(r *bufio.Reader, n int) (engine.Chunk, error) {
 	var c engine.Chunk
 	var b [16]byte
@@ -224,28 +226,44 @@ func noEOF(err error) error {
 	return err
 }
 
-func encodeChunk(c engine.Chunk) []byte {
-	b := make([]byte, 0, 13+16*len(c.Words)+4*len(c.Samples))
-	b = binary.BigEndian.AppendUint32(b, uint32(c.Sentence))
+// writeChunk buffers a chunk frame in w (the layout in the package
+// comment). The samples go from the chunk straight into w's buffer, with
+// no frame of their own to allocate: the child writes every second of
+// audio through here, and the garbage a frame per chunk left ran its GC
+// dozens of times a second.
+func writeChunk(w *bufio.Writer, id uint64, c engine.Chunk) error {
+	n := 1 + 8 + 13 + 16*len(c.Words) + 4*len(c.Samples)
+	var b [32]byte
+	h := binary.BigEndian.AppendUint32(b[:0], uint32(n))
+	h = append(h, frameChunk)
+	h = binary.BigEndian.AppendUint64(h, id)
+	h = binary.BigEndian.AppendUint32(h, uint32(c.Sentence))
 	last := byte(0)
 	if c.Last {
 		last = 1
 	}
-	b = append(b, last)
-	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Words)))
-	for _, w := range c.Words {
-		for _, v := range [4]int{w.Index, w.TextOffset, w.TextLength, w.Sample} {
-			b = binary.BigEndian.AppendUint32(b, uint32(int32(v)))
+	h = append(h, last)
+	h = binary.BigEndian.AppendUint32(h, uint32(len(c.Words)))
+	w.Write(h)
+	for _, wd := range c.Words {
+		h = b[:0]
+		for _, v := range [4]int{wd.Index, wd.TextOffset, wd.TextLength, wd.Sample} {
+			h = binary.BigEndian.AppendUint32(h, uint32(int32(v)))
 		}
+		w.Write(h)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(c.Samples)))
+	w.Write(binary.BigEndian.AppendUint32(b[:0], uint32(len(c.Samples))))
 	if littleEndian && len(c.Samples) > 0 {
-		return append(b, unsafe.Slice((*byte)(unsafe.Pointer(&c.Samples[0])), 4*len(c.Samples))...)
+		_, err := w.Write(unsafe.Slice((*byte)(unsafe.Pointer(&c.Samples[0])), 4*len(c.Samples)))
+		return err
 	}
 	for _, s := range c.Samples {
-		b = binary.LittleEndian.AppendUint32(b, math.Float32bits(s))
+		w.Write(binary.LittleEndian.AppendUint32(b[:0], math.Float32bits(s)))
 	}
-	return b
+	// bufio.Writer keeps its first error and returns it from every later
+	// call, so one check at the end sees any.
+	_, err := w.Write(nil)
+	return err
 }
 
 // littleEndian: the samples' wire order is the machine's, so they cross
@@ -255,7 +273,7 @@ var littleEndian = binary.NativeEndian.Uint16([]byte{1, 0}) == 1
 var errShort = errors.New("engine worker: short chunk frame")
 
 func encodeRequest(req engine.Request) ([]byte, error) {
-	return json.Marshal(wireRequest{Text: req.Text, Lang: req.Language, Profile: req.Profile, Params: req.Params})
+	return json.Marshal(wireRequest{Text: req.Text, Lang: req.Language, Profile: req.Profile, Params: req.Params, InHand: req.InHand})
 }
 
 func decodeRequest(b []byte) (engine.Request, error) {
@@ -263,5 +281,5 @@ func decodeRequest(b []byte) (engine.Request, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return engine.Request{}, err
 	}
-	return engine.Request{Text: w.Text, Language: w.Lang, Profile: w.Profile, Params: w.Params}, nil
+	return engine.Request{Text: w.Text, Language: w.Lang, Profile: w.Profile, Params: w.Params, InHand: w.InHand}, nil
 }

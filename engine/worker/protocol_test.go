@@ -19,7 +19,7 @@ func TestChunkRoundTrip(t *testing.T) {
 	for _, c := range tests {
 		var buf bytes.Buffer
 		w := bufio.NewWriter(&buf)
-		if err := writeFrame(w, frameChunk, 42, encodeChunk(c)); err != nil || w.Flush() != nil {
+		if err := writeChunk(w, 42, c); err != nil || w.Flush() != nil {
 			t.Fatal(err)
 		}
 		if len(c.Samples) == 0 {
@@ -40,8 +40,8 @@ func TestChunkRoundTrip(t *testing.T) {
 func TestReadFrameDecodedTruncated(t *testing.T) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
-	writeFrame(w, frameChunk, 7, encodeChunk(engine.Chunk{
-		Samples: []float32{0.25, -0.5, 1}, Words: []engine.WordEvent{{Index: 1, Sample: 2}}}))
+	writeChunk(w, 7, engine.Chunk{
+		Samples: []float32{0.25, -0.5, 1}, Words: []engine.WordEvent{{Index: 1, Sample: 2}}})
 	w.Flush()
 	whole := buf.Bytes()
 	for cut := 1; cut < len(whole); cut++ {
@@ -66,7 +66,7 @@ func TestRemoteErrorKinds(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	var buf bytes.Buffer
 	w := bufio.NewWriter(&buf)
-	writeFrame(w, frameChunk, 1, encodeChunk(engine.Chunk{Samples: []float32{1, 2}, Words: []engine.WordEvent{{}}}))
+	writeChunk(w, 1, engine.Chunk{Samples: []float32{1, 2}, Words: []engine.WordEvent{{}}})
 	w.Flush()
 	f.Add(buf.Bytes())
 	f.Add([]byte{0, 0, 0, 9, 'C', 0, 0, 0, 0, 0, 0, 0, 1})

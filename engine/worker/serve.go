@@ -5,19 +5,36 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
+	"runtime"
 	"sync"
+	"syscall"
 
 	"voicesvc/engine"
 )
 
 // Serve is the child side: it reads requests from r, runs them on e and
 // writes their chunks to w, until r ends (the parent closed the pipe or
-// went away). Requests run concurrently; e serializes where it must.
+// went away).
+//
+// Requests run one after another, in arrival order, on one goroutine: the
+// engine renders one sentence at a time anyway (espeak-ng), and the parent
+// queues at most a sentence or two in a worker. A goroutine per request
+// cost a wake-up per sentence, and the runnable goroutine it left queued
+// while the renderer sat in C kept the Go runtime's monitor thread polling
+// every 20-40 us: together 4,000 sleeps and 9,000 context switches a
+// second per worker, on the cores the other worker and the gateway need.
 func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 	ctx, cancelAll := context.WithCancel(context.Background())
 	defer cancelAll()
-	s := &server{e: e, w: bufio.NewWriterSize(w, 64<<10), cancels: map[uint64]context.CancelFunc{}}
-	br := bufio.NewReaderSize(r, 64<<10)
+	s := &server{e: e, w: bufio.NewWriterSize(pollableWriter(w), 2*midFlush), cancels: map[uint64]context.CancelFunc{},
+		more: make(chan struct{}, 1)}
+	rendered := make(chan struct{})
+	go func() {
+		defer close(rendered)
+		s.render()
+	}()
+	br := bufio.NewReaderSize(pollableReader(r), 64<<10)
 	var err error
 	for {
 		var f frame
@@ -29,9 +46,9 @@ func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 			rctx, cancel := context.WithCancel(ctx)
 			s.mu.Lock()
 			s.cancels[f.id] = cancel
+			s.queue = append(s.queue, queued{rctx, f.id, f.payload})
 			s.mu.Unlock()
-			s.wg.Add(1)
-			go s.run(rctx, f.id, f.payload)
+			s.signal()
 		case frameCancel:
 			s.mu.Lock()
 			if cancel := s.cancels[f.id]; cancel != nil {
@@ -40,48 +57,145 @@ func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 			s.mu.Unlock()
 		}
 	}
+	// Whatever is queued or running ends cancelled, each with its frame.
 	cancelAll()
-	s.wg.Wait()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.signal()
+	<-rendered
 	if errors.Is(err, io.EOF) {
 		return nil
 	}
 	return err
 }
 
+// pollable returns f's file descriptor reopened in non-blocking mode, so
+// that reads and writes wait in the Go runtime's poller instead of holding
+// a thread and its P in a blocking system call. The runtime's monitor
+// takes such a P back after 20 us, and every time it does it keeps polling
+// at that rate for another millisecond or more: with a request arriving
+// every few milliseconds it never rested (thousands of wake-ups a second,
+// each taking a core from the renderer). For anything but an *os.File, or
+// a descriptor that cannot be switched, it returns nil.
+func pollable(f any) *os.File {
+	file, ok := f.(*os.File)
+	if !ok {
+		return nil
+	}
+	fd := int(file.Fd()) // Fd puts the descriptor in blocking mode
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return nil
+	}
+	// NewFile sees the descriptor is non-blocking and registers it with
+	// the poller. The original stays referenced: its finalizer would close
+	// the descriptor under the new file.
+	keep = append(keep, file)
+	return os.NewFile(uintptr(fd), file.Name())
+}
+
+var keep []*os.File
+
+func pollableReader(r io.Reader) io.Reader {
+	if f := pollable(r); f != nil {
+		return f
+	}
+	return r
+}
+
+func pollableWriter(w io.Writer) io.Writer {
+	if f := pollable(w); f != nil {
+		return f
+	}
+	return w
+}
+
 type server struct {
-	e       engine.Engine
-	wmu     sync.Mutex // one frame at a time on w
-	w       *bufio.Writer
+	e   engine.Engine
+	wmu sync.Mutex // one frame at a time on w
+	w   *bufio.Writer
+
 	mu      sync.Mutex
 	cancels map[uint64]context.CancelFunc
-	wg      sync.WaitGroup
+	queue   []queued
+	closed  bool          // no more requests will come
+	more    chan struct{} // a request was queued, or closed was set
+}
+
+// queued is a request waiting for the renderer.
+type queued struct {
+	ctx     context.Context
+	id      uint64
+	payload []byte
+}
+
+// signal tells the renderer there is something to look at; it never
+// blocks, and a renderer busy in the engine finds the signal when done.
+func (s *server) signal() {
+	select {
+	case s.more <- struct{}{}:
+	default:
+	}
+}
+
+// render runs queued requests until the queue is empty and closed.
+func (s *server) render() {
+	for {
+		s.mu.Lock()
+		if len(s.queue) == 0 {
+			closed := s.closed
+			s.mu.Unlock()
+			if closed {
+				return
+			}
+			<-s.more
+			continue
+		}
+		q := s.queue[0]
+		s.queue = s.queue[1:]
+		s.mu.Unlock()
+		s.run(q.ctx, q.id, q.payload)
+		runtime.Gosched()
+	}
 }
 
 func (s *server) send(typ byte, id uint64, payload ...[]byte) error {
-	return s.write(typ, id, true, payload...)
-}
-
-// write buffers a frame and flushes it when flush is set. A chunk in
-// the middle of a sentence waits in the buffer for the sentence's last
-// chunk (or a full buffer, or any other frame): the parent then reads
-// several in one go, a read and a wake-up instead of one per chunk. The
-// engine renders far ahead of real time, so the wait is a millisecond or
-// two of rendering; a sentence's first chunk, which a listener may be
-// waiting for, is flushed at once.
-func (s *server) write(typ byte, id uint64, flush bool, payload ...[]byte) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	if err := writeFrame(s.w, typ, id, payload...); err != nil {
 		return err
 	}
-	if !flush {
-		return nil
+	return s.w.Flush()
+}
+
+// chunk buffers a chunk frame and flushes it when flush is set. Other
+// chunks wait in the buffer for the next frame that is flushed (the
+// request's done or error frame, the next sentence's first chunk), or for
+// midFlush bytes: the parent then reads several in one go, a read and a
+// wake-up instead of one per chunk. The samples are in the buffer when it
+// returns, so they go back for the engine's next chunk
+// (engine.SampleBuffer).
+func (s *server) chunk(id uint64, c engine.Chunk, flush bool) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	err := writeChunk(s.w, id, c)
+	engine.RecycleSamples(c.Samples)
+	if err != nil || (!flush && s.w.Buffered() < midFlush) {
+		return err
 	}
 	return s.w.Flush()
 }
 
+// midFlush is how much of a sentence's middle may wait in the buffer:
+// 256 KiB is about 3 s of audio at 22050 Hz, which espeak-ng renders in
+// about 3 ms, well inside the 20 ms the sentence's first chunk gave the
+// listener. Below it a typical sentence (2-3 s) crosses the pipe in two
+// writes, its first chunk and the rest; each write is a wake-up of the
+// parent, whose CPU time the workers wait for (a 64 KiB flush point cost it
+// 20% more per second of audio).
+const midFlush = 256 << 10
+
 func (s *server) run(ctx context.Context, id uint64, payload []byte) {
-	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
 		s.cancels[id]()
@@ -90,11 +204,14 @@ func (s *server) run(ctx context.Context, id uint64, payload []byte) {
 	}()
 	req, err := decodeRequest(payload)
 	if err == nil {
-		first := true // the next chunk starts a sentence
+		// A sentence's first chunk goes out at once unless its listener
+		// has audio in hand. The rest goes with the done frame, in one
+		// write: a request is one sentence when the pool sends it.
+		first := !req.InHand // the next chunk starts a sentence
 		err = s.e.Synthesize(ctx, req, func(c engine.Chunk) error {
-			flush := first || c.Last
-			first = c.Last
-			return s.write(frameChunk, id, flush, encodeChunk(c))
+			flush := first
+			first = c.Last && !req.InHand
+			return s.chunk(id, c, flush)
 		})
 	} else {
 		err = errors.Join(engine.ErrInvalidInput, err)
