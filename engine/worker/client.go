@@ -21,10 +21,11 @@ import (
 // requests in flight fail with engine.ErrWorkerDied and the pool starts a
 // new Client.
 type Client struct {
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-	wmu   sync.Mutex
-	w     *bufio.Writer
+	cmd    *exec.Cmd
+	stdin  *os.File // the child's input, written through w
+	stdout *os.File // the child's output, read by read
+	wmu    sync.Mutex
+	w      *bufio.Writer
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -66,18 +67,32 @@ var _ engine.Worker = (*Client)(nil)
 // Start starts cmd (for example `voicesvc engine-worker`) and returns its
 // client. cmd's Stdin and Stdout must be unset; Stderr defaults to ours.
 func Start(cmd *exec.Cmd) (*Client, error) {
-	stdin, err := cmd.StdinPipe()
+	if cmd.Stdin != nil || cmd.Stdout != nil {
+		return nil, errors.New("engine worker: Stdin and Stdout must be unset")
+	}
+	// Our own pipes rather than exec's: this side's ends are then files we
+	// hold, read and written through the poller without announcing the
+	// calls (rawPipe).
+	childIn, stdin, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	stdout, err := cmd.StdoutPipe()
+	stdout, childOut, err := os.Pipe()
 	if err != nil {
+		childIn.Close()
+		stdin.Close()
 		return nil, err
 	}
+	cmd.Stdin, cmd.Stdout = childIn, childOut
 	if cmd.Stderr == nil {
 		cmd.Stderr = os.Stderr
 	}
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	childIn.Close() // the child has its copies
+	childOut.Close()
+	if err != nil {
+		stdin.Close()
+		stdout.Close()
 		return nil, fmt.Errorf("engine worker: start: %w", err)
 	}
 	growPipe(stdout)
@@ -87,11 +102,22 @@ func Start(cmd *exec.Cmd) (*Client, error) {
 	// core behind them. Failure leaves it equal: slower, not wrong.
 	unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, workerNice)
 	c := &Client{
-		cmd: cmd, stdin: stdin, w: bufio.NewWriterSize(stdin, 16<<10),
+		cmd: cmd, stdin: stdin, stdout: stdout, w: bufio.NewWriterSize(rawOrFile(stdin), 16<<10),
 		pending: map[uint64]*call{}, exited: make(chan struct{}),
 	}
-	go c.read(bufio.NewReaderSize(stdout, 256<<10))
+	go c.read(bufio.NewReaderSize(rawOrFile(stdout), 256<<10))
 	return c, nil
+}
+
+// rawOrFile is f as a rawPipe when it is pollable, else f itself.
+func rawOrFile(f *os.File) interface {
+	io.Reader
+	io.Writer
+} {
+	if p := newRawPipe(f); p != nil {
+		return p
+	}
+	return f
 }
 
 // Pid is the child's process id (tests kill it on purpose).
@@ -212,6 +238,7 @@ func (c *Client) Close() error {
 		c.cmd.Process.Kill()
 		<-c.exited
 	}
+	c.stdout.Close()
 	err := c.cmd.Wait()
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {

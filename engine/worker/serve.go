@@ -98,14 +98,14 @@ var keep []*os.File
 
 func pollableReader(r io.Reader) io.Reader {
 	if f := pollable(r); f != nil {
-		return f
+		return rawOrFile(f)
 	}
 	return r
 }
 
 func pollableWriter(w io.Writer) io.Writer {
 	if f := pollable(w); f != nil {
-		return f
+		return rawOrFile(f)
 	}
 	return w
 }
