@@ -41,6 +41,18 @@ type PoolOptions struct {
 	// or waiting for a worker); beyond it Synthesize returns ErrBusy.
 	// Default 64.
 	QueueDepth int
+	// WorkerDepth is how many sentences a worker holds at once: one
+	// rendering and the rest waiting in it, so that it starts the next
+	// sentence the moment it finishes, without waiting for this process to
+	// be scheduled and answer, which with every core rendering can take a
+	// while. Default 2: espeak-ng's lock queues the second in process. A
+	// subprocess worker is better off with 3 (worker.Depth): with both cores
+	// rendering, the gateway sometimes took longer than a sentence to send
+	// the next, and at 2 the workers sat idle 2-8% of the time. A new
+	// request does not wait behind the extra one: the child renders a
+	// sentence whose listener is waiting before those whose listener has
+	// audio in hand (Request.InHand).
+	WorkerDepth int
 	// NewWorker starts worker i (also to replace one that died). Default:
 	// InProcess(Engine).
 	NewWorker func(i int) (Worker, error)
@@ -103,6 +115,9 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.QueueDepth <= 0 {
 		opts.QueueDepth = 64
 	}
+	if opts.WorkerDepth <= 0 {
+		opts.WorkerDepth = 2
+	}
 	if opts.NewWorker == nil {
 		e := opts.Engine
 		opts.NewWorker = func(int) (Worker, error) { return InProcess(e), nil }
@@ -120,7 +135,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	}
 	p.starting = make([]sync.Mutex, len(p.workers))
 	for i := range p.workers {
-		for range workerDepth {
+		for range opts.WorkerDepth {
 			p.wg.Add(1)
 			go p.run(i)
 		}
@@ -132,13 +147,6 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 // caller is woken to take them.
 const wakeBatch = 4
 
-// workerDepth is how many sentences a worker holds: one rendering and one
-// waiting in it (a subprocess queues it; espeak-ng's lock queues it in
-// process), so that it starts the next sentence the moment it finishes,
-// without waiting for this process to be scheduled and answer, which
-// with every core rendering can take a while. The cost: a new request can
-// wait behind one more sentence (a few ms).
-const workerDepth = 2
 
 // Close stops the workers; requests still running fail with ErrUnavailable.
 func (p *Pool) Close() error {

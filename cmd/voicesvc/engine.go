@@ -42,6 +42,7 @@ func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), err
 				return nil, nil, err
 			}
 			opts.Workers = cfg.Workers
+			opts.WorkerDepth = worker.Depth
 			opts.NewWorker = func(i int) (engine.Worker, error) {
 				cmd := exec.Command(self, "engine-worker")
 				cmd.Stderr = os.Stderr

@@ -98,7 +98,7 @@ func BenchmarkPoolInProcess(b *testing.B) {
 
 func BenchmarkPoolSubprocess(b *testing.B) {
 	e := mustNew(b)
-	p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: 1, NewWorker: subprocessWorker})
+	p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: 1, NewWorker: subprocessWorker, WorkerDepth: worker.Depth})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func BenchmarkPoolThroughput(b *testing.B) {
 	pools := make([]*engine.Pool, 2)
 	for k, workers := range []int{1, 2} {
 		p, err := engine.NewPool(engine.PoolOptions{Engine: e, Workers: workers, NewWorker: subprocessWorker,
-			RecycleSamples: os.Getenv("POOL_BENCH_NO_RECYCLE") == ""}) // as the server runs it
+			WorkerDepth: worker.Depth, RecycleSamples: true}) // as the server runs it
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -247,6 +247,9 @@ func (c *Client) Close() error {
 	return err
 }
 
+// Depth is the engine.PoolOptions.WorkerDepth for pools of Clients.
+const Depth = 3
+
 // workerNice is the children's nice value (this process keeps its own).
 const workerNice = 5
 

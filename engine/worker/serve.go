@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 
@@ -17,9 +18,10 @@ import (
 // writes their chunks to w, until r ends (the parent closed the pipe or
 // went away).
 //
-// Requests run one after another, in arrival order, on one goroutine: the
-// engine renders one sentence at a time anyway (espeak-ng), and the parent
-// queues at most a sentence or two in a worker. A goroutine per request
+// Requests run one after another on one goroutine, in arrival order except
+// that one whose listener is waiting goes before those whose listener has
+// audio in hand (enqueue): the engine renders one sentence at a time anyway
+// (espeak-ng), and the parent queues a few sentences in a worker (Depth). A goroutine per request
 // cost a wake-up per sentence, and the runnable goroutine it left queued
 // while the renderer sat in C kept the Go runtime's monitor thread polling
 // every 20-40 us: together 4,000 sleeps and 9,000 context switches a
@@ -44,9 +46,13 @@ func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 		switch f.typ {
 		case frameRequest:
 			rctx, cancel := context.WithCancel(ctx)
+			q := queued{ctx: rctx, id: f.id}
+			if q.req, q.err = decodeRequest(f.payload); q.err != nil {
+				q.err = errors.Join(engine.ErrInvalidInput, q.err)
+			}
 			s.mu.Lock()
 			s.cancels[f.id] = cancel
-			s.queue = append(s.queue, queued{rctx, f.id, f.payload})
+			s.enqueue(q)
 			s.mu.Unlock()
 			s.signal()
 		case frameCancel:
@@ -124,9 +130,25 @@ type server struct {
 
 // queued is a request waiting for the renderer.
 type queued struct {
-	ctx     context.Context
-	id      uint64
-	payload []byte
+	ctx context.Context
+	id  uint64
+	req engine.Request
+	err error // the request could not be decoded
+}
+
+// enqueue puts q in line: behind the others, unless its listener is
+// waiting (not InHand) and theirs have audio in hand, in which case it
+// goes before those. The parent keeps a few sentences queued here so the
+// renderer never waits for it; this keeps them from delaying a new
+// request's first audio. s.mu is held.
+func (s *server) enqueue(q queued) {
+	i := len(s.queue)
+	if !q.req.InHand {
+		for i > 0 && s.queue[i-1].req.InHand {
+			i--
+		}
+	}
+	s.queue = slices.Insert(s.queue, i, q)
 }
 
 // signal tells the renderer there is something to look at; it never
@@ -154,7 +176,7 @@ func (s *server) render() {
 		q := s.queue[0]
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
-		s.run(q.ctx, q.id, q.payload)
+		s.run(q)
 		runtime.Gosched()
 	}
 }
@@ -195,30 +217,29 @@ func (s *server) chunk(id uint64, c engine.Chunk, flush bool) error {
 // 20% more per second of audio).
 const midFlush = 256 << 10
 
-func (s *server) run(ctx context.Context, id uint64, payload []byte) {
+func (s *server) run(q queued) {
 	defer func() {
 		s.mu.Lock()
-		s.cancels[id]()
-		delete(s.cancels, id)
+		s.cancels[q.id]()
+		delete(s.cancels, q.id)
 		s.mu.Unlock()
 	}()
-	req, err := decodeRequest(payload)
+	err := q.err
 	if err == nil {
+		req := q.req
 		// A sentence's first chunk goes out at once unless its listener
 		// has audio in hand. The rest goes with the done frame, in one
 		// write: a request is one sentence when the pool sends it.
 		first := !req.InHand // the next chunk starts a sentence
-		err = s.e.Synthesize(ctx, req, func(c engine.Chunk) error {
+		err = s.e.Synthesize(q.ctx, req, func(c engine.Chunk) error {
 			flush := first
 			first = c.Last && !req.InHand
-			return s.chunk(id, c, flush)
+			return s.chunk(q.id, c, flush)
 		})
-	} else {
-		err = errors.Join(engine.ErrInvalidInput, err)
 	}
 	if err != nil {
-		s.send(frameError, id, []byte{errorKind(err)}, []byte(err.Error()))
+		s.send(frameError, q.id, []byte{errorKind(err)}, []byte(err.Error()))
 		return
 	}
-	s.send(frameDone, id)
+	s.send(frameDone, q.id)
 }

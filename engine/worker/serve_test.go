@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -151,5 +152,30 @@ func TestServeWrites(t *testing.T) {
 		if n != tc.writes {
 			t.Errorf("in hand %v: %d chunks in %d writes, want %d writes", tc.inHand, len(chunks), n, tc.writes)
 		}
+	}
+}
+
+// TestServeWaitingFirst: a request whose listener is waiting is rendered
+// before those queued ahead of it whose listeners have audio in hand, and
+// after the one already rendering and other waiting ones.
+func TestServeWaitingFirst(t *testing.T) {
+	st := startServe(t, reference.New(reference.Options{RTF: 0.05}))
+	sentence := "A sentence that takes a little while to render when paced."
+	for id, inHand := range []bool{false, true, true, false, true, false} {
+		st.send(t, frameRequest, uint64(id+1), &engine.Request{Text: sentence, InHand: inHand})
+	}
+	// 1 is rendering (or queued first) before the others arrive; the
+	// waiting 4 and 6 then go before the in-hand 2, 3 and 5.
+	want := []uint64{1, 4, 6, 2, 3, 5}
+	var got []uint64
+	for range want {
+		id, _, err := st.result(t)
+		if err != nil {
+			t.Fatalf("request %d: %v", id, err)
+		}
+		got = append(got, id)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("rendered in order %v, want %v", got, want)
 	}
 }

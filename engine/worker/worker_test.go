@@ -48,8 +48,9 @@ func startChild(t testing.TB, rtf float64) *worker.Client {
 func subprocessPool(t testing.TB, workers int, rtf float64, clients chan<- *worker.Client) *engine.Pool {
 	t.Helper()
 	p, err := engine.NewPool(engine.PoolOptions{
-		Engine:  reference.New(),
-		Workers: workers,
+		Engine:      reference.New(),
+		Workers:     workers,
+		WorkerDepth: worker.Depth,
 		NewWorker: func(int) (engine.Worker, error) {
 			c := startChild(t, rtf)
 			if clients != nil {
