@@ -147,7 +147,6 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 // caller is woken to take them.
 const wakeBatch = 4
 
-
 // Close stops the workers; requests still running fail with ErrUnavailable.
 func (p *Pool) Close() error {
 	p.mu.Lock()
