@@ -33,8 +33,9 @@ func newWSScenario(t *target, contexts int, stream bool, tps float64) *wsScenari
 	u := "ws" + strings.TrimPrefix(t.apiRoot, "http") + "/stream"
 	return &wsScenario{
 		t: t, url: u, contexts: max(1, contexts), stream: stream, tps: tps,
-		dialer: &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 16 << 10},
-		stray:  map[string]int{},
+		dialer: &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 16 << 10,
+			NetDialContext: unpacedDial},
+		stray: map[string]int{},
 	}
 }
 
