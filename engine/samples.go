@@ -1,6 +1,9 @@
 package engine
 
-import "sync"
+import (
+	"context"
+	"sync"
+)
 
 // sampleBuffers holds chunk sample buffers between a pool's delivery of
 // one chunk and a worker's read of the next (PoolOptions.RecycleSamples).
@@ -28,4 +31,21 @@ func RecycleSamples(s []float32) {
 	}
 	s = s[:0]
 	sampleBuffers.Put(&s)
+}
+
+// Recycled wraps e so that each chunk's samples go back for reuse
+// (RecycleSamples) once emit has returned: for an engine the server runs
+// without a pool (the reference engine), as PoolOptions.RecycleSamples does
+// for a pool. The same promise holds: every emit given to the wrapped
+// engine is done with a chunk's samples when it returns.
+func Recycled(e Engine) Engine { return recycled{e} }
+
+type recycled struct{ Engine }
+
+func (r recycled) Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error {
+	return r.Engine.Synthesize(ctx, req, func(c Chunk) error {
+		err := emit(c)
+		RecycleSamples(c.Samples)
+		return err
+	})
 }

@@ -251,4 +251,7 @@ func (g *gatedEngine) Synthesize(ctx context.Context, req engine.Request, emit f
 	return err
 }
 
-func newRef(rtf float64) engine.Engine { return reference.New(reference.Options{RTF: rtf}) }
+// newRef is the reference engine as the server runs it (engine.Recycled).
+func newRef(rtf float64) engine.Engine {
+	return engine.Recycled(reference.New(reference.Options{RTF: rtf}))
+}

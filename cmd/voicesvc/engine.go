@@ -24,7 +24,9 @@ import (
 func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), error) {
 	switch cfg.Engine {
 	case "reference":
-		return reference.New(reference.Options{RTF: cfg.ReferenceRTF}), func() {}, nil
+		// Every consumer in the server encodes or copies a chunk's samples
+		// in its emit (as for the pool below), so they are reused.
+		return engine.Recycled(reference.New(reference.Options{RTF: cfg.ReferenceRTF})), func() {}, nil
 	case "espeak":
 		local, err := espeak.New()
 		if err != nil {

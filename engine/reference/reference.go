@@ -152,7 +152,8 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 				return err
 			}
 			end := min(off+chunk, n)
-			c := engine.Chunk{Sentence: si, Last: end == n, Samples: make([]float32, end-off)}
+			// fill writes every sample, so a recycled buffer needs no clearing.
+			c := engine.Chunk{Sentence: si, Last: end == n, Samples: engine.SampleBuffer(end - off)}
 			e.tones.fill(c.Samples, amp, freq, off)
 			for _, w := range words {
 				if w.Sample >= off && w.Sample < end || w.Sample == n && end == n {
