@@ -14,7 +14,6 @@ package loopback
 
 import (
 	"net"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -52,24 +51,6 @@ func Unpace(c net.Conn) bool {
 func IsLoopback(a net.Addr) bool {
 	ta, ok := a.(*net.TCPAddr)
 	return ok && ta.IP.IsLoopback()
-}
-
-// Congestion returns c's congestion control algorithm ("" if it cannot be
-// read), for tests and diagnostics.
-func Congestion(c net.Conn) string {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return ""
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
-		return ""
-	}
-	var name string
-	rc.Control(func(fd uintptr) {
-		name, _ = unix.GetsockoptString(int(fd), unix.IPPROTO_TCP, unix.TCP_CONGESTION)
-	})
-	return name
 }
 
 // Listener wraps ln so that every loopback connection it accepts is

@@ -110,10 +110,7 @@ func Start(cmd *exec.Cmd) (*Client, error) {
 }
 
 // rawOrFile is f as a rawPipe when it is pollable, else f itself.
-func rawOrFile(f *os.File) interface {
-	io.Reader
-	io.Writer
-} {
+func rawOrFile(f *os.File) io.ReadWriter {
 	if p := newRawPipe(f); p != nil {
 		return p
 	}

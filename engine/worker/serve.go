@@ -21,22 +21,29 @@ import (
 // Requests run one after another on one goroutine, in arrival order except
 // that one whose listener is waiting goes before those whose listener has
 // audio in hand (enqueue): the engine renders one sentence at a time anyway
-// (espeak-ng), and the parent queues a few sentences in a worker (Depth). A goroutine per request
-// cost a wake-up per sentence, and the runnable goroutine it left queued
-// while the renderer sat in C kept the Go runtime's monitor thread polling
-// every 20-40 us: together 4,000 sleeps and 9,000 context switches a
-// second per worker, on the cores the other worker and the gateway need.
+// (espeak-ng), and the parent queues a few sentences in a worker (Depth).
+// A goroutine per request cost a wake-up per sentence, and the runnable
+// goroutine it left queued while the renderer sat in C kept the Go
+// runtime's monitor thread polling every 20-40 us: together 4,000 sleeps
+// and 9,000 context switches a second per worker, on the cores the other
+// worker and the gateway need.
 func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 	ctx, cancelAll := context.WithCancel(context.Background())
 	defer cancelAll()
-	s := &server{e: e, w: bufio.NewWriterSize(pollableWriter(w), 2*midFlush), cancels: map[uint64]context.CancelFunc{},
+	if p := pollable(w); p != nil {
+		w = p
+	}
+	if p := pollable(r); p != nil {
+		r = p
+	}
+	s := &server{e: e, w: bufio.NewWriterSize(w, 2*midFlush), cancels: map[uint64]context.CancelFunc{},
 		more: make(chan struct{}, 1)}
 	rendered := make(chan struct{})
 	go func() {
 		defer close(rendered)
 		s.render()
 	}()
-	br := bufio.NewReaderSize(pollableReader(r), 64<<10)
+	br := bufio.NewReaderSize(r, 64<<10)
 	var err error
 	for {
 		var f frame
@@ -76,15 +83,16 @@ func Serve(r io.Reader, w io.Writer, e engine.Engine) error {
 	return err
 }
 
-// pollable returns f's file descriptor reopened in non-blocking mode, so
-// that reads and writes wait in the Go runtime's poller instead of holding
-// a thread and its P in a blocking system call. The runtime's monitor
-// takes such a P back after 20 us, and every time it does it keeps polling
-// at that rate for another millisecond or more: with a request arriving
-// every few milliseconds it never rested (thousands of wake-ups a second,
-// each taking a core from the renderer). For anything but an *os.File, or
-// a descriptor that cannot be switched, it returns nil.
-func pollable(f any) *os.File {
+// pollable returns f's file descriptor reopened in non-blocking mode, read
+// and written as a rawPipe, so that reads and writes wait in the Go
+// runtime's poller instead of holding a thread and its P in a blocking
+// system call. The runtime's monitor takes such a P back after 20 us, and
+// every time it does it keeps polling at that rate for another millisecond
+// or more: with a request arriving every few milliseconds it never rested
+// (thousands of wake-ups a second, each taking a core from the renderer).
+// For anything but an *os.File, or a descriptor that cannot be switched,
+// it returns nil.
+func pollable(f any) io.ReadWriter {
 	file, ok := f.(*os.File)
 	if !ok {
 		return nil
@@ -97,24 +105,10 @@ func pollable(f any) *os.File {
 	// the poller. The original stays referenced: its finalizer would close
 	// the descriptor under the new file.
 	keep = append(keep, file)
-	return os.NewFile(uintptr(fd), file.Name())
+	return rawOrFile(os.NewFile(uintptr(fd), file.Name()))
 }
 
 var keep []*os.File
-
-func pollableReader(r io.Reader) io.Reader {
-	if f := pollable(r); f != nil {
-		return rawOrFile(f)
-	}
-	return r
-}
-
-func pollableWriter(w io.Writer) io.Writer {
-	if f := pollable(w); f != nil {
-		return rawOrFile(f)
-	}
-	return w
-}
 
 type server struct {
 	e   engine.Engine
@@ -177,6 +171,9 @@ func (s *server) render() {
 		s.queue = s.queue[1:]
 		s.mu.Unlock()
 		s.run(q)
+		// A new scheduling tick: a goroutine that keeps its P for 10 ms
+		// (back-to-back sentences, all in C) has the P taken from its cgo
+		// call by the runtime's monitor, which then polls at 20 us again.
 		runtime.Gosched()
 	}
 }
