@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -55,14 +54,25 @@ func (r *Runner) run(ctx context.Context, job *control.Job, clip *control.Clip) 
 
 	var err error
 	var profile []byte
-	var sample string
+	var sample, previewFile string
+	succeeded := false
+	defer func() {
+		// A preview is public only as its job's result: a job that did not
+		// succeed with it (its voice deleted while the preview was written,
+		// a lost lease, a failure after it) takes it back.
+		if previewFile != "" && !succeeded {
+			if err := removePreview(previewFile); err != nil {
+				log.Warn("clone preview left behind", "file", previewFile, "err", err)
+			}
+		}
+	}()
 	switch {
 	case clip == nil:
 		err = fail(CodeCloneFailed, "the reference clip of this job is missing")
 	case job.Attempts > r.opts.MaxAttempts:
 		err = fail(CodeCloneFailed, "cloning did not finish after %d attempts", r.opts.MaxAttempts)
 	default:
-		profile, sample, err = r.execute(jctx, job, clip, hb.set)
+		profile, sample, previewFile, err = r.execute(jctx, job, clip, hb.set)
 	}
 	var jf *jobFailure
 	switch {
@@ -71,6 +81,7 @@ func (r *Runner) run(ctx context.Context, job *control.Job, clip *control.Clip) 
 			return r.store.SucceedJob(c, job.ID, r.owner, profile, sample)
 		})
 		if err == nil {
+			succeeded = true
 			log.Info("clone job succeeded", "seconds", time.Since(start).Seconds(), "sample", sample)
 			return
 		}
@@ -114,88 +125,78 @@ func (r *Runner) finish(jobID string, f func(context.Context) error) error {
 }
 
 // execute decodes, enrolls and renders the preview. Errors are *jobFailure
-// when final, anything else is transient.
-func (r *Runner) execute(ctx context.Context, job *control.Job, clip *control.Clip, progress func(int) error) ([]byte, string, error) {
+// when final, anything else is transient. previewFile is the file written
+// for sample, returned with an error too, so that the caller can remove it.
+func (r *Runner) execute(ctx context.Context, job *control.Job, clip *control.Clip,
+	progress func(int) error) (profile []byte, sample, previewFile string, err error) {
 	samples, rate, err := codec.DecodeClip(clip.Data)
 	switch {
 	case errors.Is(err, codec.ErrUnknownFormat):
-		return nil, "", fail(CodeUnsupportedAudio, "the clip is not audio we can read: upload WAV, MP3, FLAC or Ogg Opus")
+		return nil, "", "", fail(CodeUnsupportedAudio, "the clip is not audio we can read: upload WAV, MP3, FLAC or Ogg Opus")
 	case errors.Is(err, codec.ErrTooLong):
-		return nil, "", fail(CodeClipUnusable, "the clip is longer than %d minutes", codec.MaxClipSamples/48000/60)
+		return nil, "", "", fail(CodeClipUnusable, "the clip is longer than %d minutes", codec.MaxClipSamples/48000/60)
 	case err != nil:
-		return nil, "", fail(CodeCorruptAudio, "the clip could not be decoded: %v", err)
+		return nil, "", "", fail(CodeCorruptAudio, "the clip could not be decoded: %v", err)
 	case len(samples) == 0:
-		return nil, "", fail(CodeClipUnusable, "the clip contains no audio")
+		return nil, "", "", fail(CodeClipUnusable, "the clip contains no audio")
 	}
 	if err := progress(progressDecoded); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if d := r.opts.TestDelay; d > 0 {
 		select {
 		case <-ctx.Done():
-			return nil, "", context.Cause(ctx)
+			return nil, "", "", context.Cause(ctx)
 		case <-time.After(d):
 		}
 	}
-	profile, err := r.eng.Enroll(ctx, engine.Clip{Samples: samples, Rate: rate, Language: clip.Language, RefText: clip.RefText})
+	profile, err = r.eng.Enroll(ctx, engine.Clip{Samples: samples, Rate: rate, Language: clip.Language, RefText: clip.RefText})
 	switch {
 	case errors.Is(err, engine.ErrClipUnusable):
-		return nil, "", fail(CodeClipUnusable, "%s", strings.TrimPrefix(err.Error(), "espeak: "))
+		return nil, "", "", fail(CodeClipUnusable, "%s", strings.TrimPrefix(err.Error(), "espeak: "))
 	case errors.Is(err, engine.ErrInvalidInput):
-		return nil, "", fail(CodeInvalidInput, "%v", err)
+		return nil, "", "", fail(CodeInvalidInput, "%v", err)
 	case err != nil:
-		return nil, "", err
+		return nil, "", "", err
 	}
 	if err := progress(progressAnalysed); err != nil {
-		return nil, "", err
+		return nil, "", "", err
 	}
-	sample := r.preview(ctx, job, clip.Language, profile)
+	sample, previewFile = r.preview(ctx, job, clip.Language, profile)
 	if err := ctx.Err(); err != nil {
 		// Cut short (shutdown, lost lease): do not succeed without the
 		// preview a full run would have made.
-		return nil, "", context.Cause(ctx)
+		return nil, "", previewFile, context.Cause(ctx)
 	}
 	if err := progress(progressPreview); err != nil {
-		return nil, "", err
+		return nil, "", previewFile, err
 	}
-	return profile, sample, nil
+	return profile, sample, previewFile, nil
 }
 
-// preview renders the preview and returns its public URL, or "" without a
-// media directory. A failed preview does not fail the clone: the voice is
-// usable without one.
-func (r *Runner) preview(ctx context.Context, job *control.Job, clipLanguage string, profile []byte) string {
+// preview renders the preview and returns its public URL and its file, or
+// "" without a media directory. A failed preview does not fail the clone:
+// the voice is usable without one.
+func (r *Runner) preview(ctx context.Context, job *control.Job, clipLanguage string, profile []byte) (url, file string) {
 	if r.opts.MediaDir == "" {
-		return ""
+		return "", ""
 	}
 	text, lang := r.previewText(clipLanguage)
 	var pcm []float32
 	err := r.eng.Synthesize(ctx, engine.Request{Text: text, Language: lang, Profile: profile},
 		func(c engine.Chunk) error { pcm = append(pcm, c.Samples...); return nil })
 	if err == nil {
-		// Named by voice and job: a repeated run rewrites the same file.
-		name := job.VoiceID + "-" + job.ID + ".wav"
-		if err = writeWAV(filepath.Join(r.opts.MediaDir, name), pcm, r.eng.NativeRate()); err == nil {
-			return strings.TrimRight(r.opts.BaseURL, "/") + "/media/" + name
+		// Named by voice and run: two runs of one job (a lease that lapsed
+		// under a stalled worker) each write, and take back, their own
+		// file, so a run that loses never removes the winner's preview.
+		name := job.VoiceID + "-" + control.NewID() + ".wav"
+		file = filepath.Join(r.opts.MediaDir, name)
+		if err = writeWAV(file, pcm, r.eng.NativeRate()); err == nil {
+			return strings.TrimRight(r.opts.BaseURL, "/") + "/media/" + name, file
 		}
 	}
 	r.log.Warn("clone preview failed; the voice gets no sample", "job", job.ID, "err", err)
-	return ""
-}
-
-// writeWAV writes 16-bit mono PCM atomically (temp file, then rename), so
-// the media route never serves half a file.
-func writeWAV(path string, pcm []float32, rate int) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	b := codec.AppendWAVHeader(make([]byte, 0, 44+2*len(pcm)), rate, 16, false, 2*len(pcm))
-	b = codec.AppendPCM(b, codec.S16LE, pcm)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return "", ""
 }
 
 // heartbeat renews the job's lease every third of it with the latest

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -125,8 +126,8 @@ func TestRunnerSucceeds(t *testing.T) {
 		t.Fatalf("job %+v", j)
 	}
 	got, _ := s.GetVoice(t.Context(), v.ID)
-	name := v.ID + "-" + job.ID + ".wav"
-	if got.Status != control.VoiceReady || len(got.Profile) == 0 || got.SampleAudioURL != "http://h/media/"+name {
+	name := strings.TrimPrefix(got.SampleAudioURL, "http://h/media/")
+	if got.Status != control.VoiceReady || len(got.Profile) == 0 || !strings.HasPrefix(name, v.ID+"-") {
 		t.Fatalf("voice %+v", got)
 	}
 	if b, err := os.ReadFile(filepath.Join(media, name)); err != nil || string(b[:4]) != "RIFF" {
@@ -231,5 +232,42 @@ func TestRunnerVoiceDeleted(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	if j, _ := s.GetJob(t.Context(), job.ID); j.Status != control.JobCancelled {
 		t.Fatalf("job %+v", j)
+	}
+}
+
+// previewGate is a fakeEngine whose preview synthesis waits for release.
+type previewGate struct {
+	fakeEngine
+	entered, release chan struct{}
+}
+
+func (g *previewGate) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	close(g.entered)
+	<-g.release
+	return g.fakeEngine.Synthesize(ctx, req, emit)
+}
+
+// A voice deleted while its clone job renders the preview: the preview the
+// job writes after the delete does not stay in the media directory.
+func TestRunnerPreviewAfterDelete(t *testing.T) {
+	s := testStore(t)
+	media := t.TempDir()
+	v, _ := queue(t, s, nil)
+	g := &previewGate{entered: make(chan struct{}), release: make(chan struct{})}
+	r := New(s, g, Options{MediaDir: media, BaseURL: "http://h", Logger: quiet()})
+	job, clip, err := s.ClaimJob(t.Context(), r.owner, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); r.run(t.Context(), job, clip) }()
+	<-g.entered
+	if err := s.DeleteVoice(t.Context(), v.OrgID, v.ID); err != nil {
+		t.Fatal(err)
+	}
+	close(g.release)
+	<-done
+	if files, _ := filepath.Glob(filepath.Join(media, v.ID+"-*")); len(files) > 0 {
+		t.Fatalf("the deleted voice's preview is still there: %v", files)
 	}
 }
