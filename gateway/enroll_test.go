@@ -45,8 +45,17 @@ func TestMediaRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(filepath.Dir(dir), "secret.wav"), []byte("x"), 0o644)
-	srv, err := New(Config{}, Deps{Store: openStore(t, filepath.Join(t.TempDir(), "db")), MediaDir: dir,
-		Logger: slog.New(slog.DiscardHandler)})
+	store := openStore(t, filepath.Join(t.TempDir(), "db"))
+	ws := &control.Workspace{Name: "w", Plan: "pro"}
+	if err := store.CreateWorkspace(t.Context(), ws); err != nil {
+		t.Fatal(err)
+	}
+	v := &control.Voice{ID: strings.Repeat("a", 24), OrgID: ws.ID, Name: "v", Status: control.VoiceReady,
+		CloneMethod: "instant", Visibility: "private", PrimaryLanguage: "en", Labels: []control.Label{}}
+	if err := store.CreateVoice(t.Context(), v); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{}, Deps{Store: store, MediaDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -226,7 +226,8 @@ func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 	s.writeData(ctx, fasthttp.StatusOK, (*voiceData)(v))
 }
 
-// DELETE /voices/{id}: the store also cancels the voice's pending job.
+// DELETE /voices/{id}: the store also cancels the voice's pending job, and
+// the voice's preview files go at once (media.go).
 func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
@@ -241,5 +242,6 @@ func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 		s.writeError(ctx, err)
 		return
 	}
+	s.removeMedia(id)
 	s.writeData(ctx, fasthttp.StatusOK, &deletedData{id: id})
 }
