@@ -29,6 +29,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,6 +40,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/loopback"
+	"voicesvc/redact"
 )
 
 // APIRoot is the path prefix of every public API route.
@@ -216,6 +218,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if deps.Logger == nil {
 		deps.Logger = slog.Default()
 	}
+	deps.Logger = redact.Logger(deps.Logger) // a no-op when it already redacts
 	cfg = cfg.withDefaults()
 	s := &Server{
 		cfg: cfg, store: deps.Store, engine: deps.Engine, limiter: deps.Limiter,
@@ -355,9 +358,22 @@ func (s *Server) serveError(ctx *fasthttp.RequestCtx, err error) {
 	s.finish(ctx, rt, start)
 }
 
-// fasthttpLogger sends fasthttp's own messages to slog.
+// fasthttpLogger sends fasthttp's own messages to slog. fasthttp quotes the
+// read buffer of a request whose headers it could not parse ("Buffer
+// size=N, contents: ..."): the first and last 200 bytes, cut anywhere, so a
+// key split at the cut cannot be recognized by its shape. Those contents are
+// dropped whole; the rest of the message still goes through the redactor.
 type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
-	f.l.Warn("fasthttp", "msg", fmt.Sprintf(format, args...))
+	f.l.Warn("fasthttp", "msg", fasthttpMessage(fmt.Sprintf(format, args...)))
+}
+
+const bufferContents = ", contents: "
+
+func fasthttpMessage(msg string) string {
+	if i := strings.Index(msg, bufferContents); i >= 0 {
+		msg = msg[:i+len(bufferContents)] + "(not logged: request bytes may hold credentials)"
+	}
+	return redact.String(msg)
 }

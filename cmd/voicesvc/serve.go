@@ -14,6 +14,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/control/postgres"
 	"voicesvc/gateway"
+	"voicesvc/redact"
 )
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
@@ -118,12 +119,18 @@ func newLimiter(store control.Store) (control.Limiter, func()) {
 	return control.NewMemoryLimiter(), func() {}
 }
 
+// newLogger is the process's one logger: every line passes the redactor,
+// whoever writes it (the HTTP library's messages quote request bytes, keys
+// and tokens included). It also becomes slog's and the log package's
+// default, so that nothing logs around it.
 func newLogger(w io.Writer, level string) *slog.Logger {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		l = slog.LevelInfo
 	}
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l}))
+	logger := slog.New(redact.NewHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})))
+	slog.SetDefault(logger)
+	return logger
 }
 
 // redactDSN hides a password in a postgres URL before it is logged.
