@@ -64,6 +64,12 @@ const (
 	EUpstreamError = "upstream_error"
 	EUpstreamBusy  = "upstream_busy"
 	EUnavailable   = "unavailable"
+	// EStoreUnavailable: the store cannot be reached (connection refused or
+	// reset, no connection to be had); a retry after Retry-After may land.
+	EStoreUnavailable = "store_unavailable"
+	// EShuttingDown: the server is draining before it exits; another
+	// server (or this one, restarted) takes the retry.
+	EShuttingDown = "shutting_down"
 )
 
 // statusByCode is the one table from code to HTTP status.
@@ -89,6 +95,7 @@ var statusByCode = map[string]int{
 	ERateLimited: 429, EConcurrencyLimited: 429, ETooManySessions: 429,
 
 	EInternal: 500, EUpstreamError: 502, EUpstreamBusy: 503, EUnavailable: 503,
+	EStoreUnavailable: 503, EShuttingDown: 503,
 }
 
 // flatCodes are answered with the flat billing body of interface 2.1
@@ -143,8 +150,8 @@ func StatusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// ErrorCode returns the code of err if it is (or wraps) an *Error, and
-// EInternal otherwise.
+// ErrorCode returns the code of err if it is (or wraps) an *Error,
+// EStoreUnavailable for an unreachable store, and EInternal otherwise.
 func ErrorCode(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
@@ -153,15 +160,22 @@ func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
+	if StoreUnavailable(err) {
+		return EStoreUnavailable
+	}
 	return EInternal
 }
 
-// AsError returns err as an *Error; anything else becomes an internal error
+// AsError returns err as an *Error: an unreachable store becomes
+// ErrStoreUnavailable (StoreUnavailable), anything else an internal error
 // whose detail is not shown to clients (the caller logs it).
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
+	}
+	if StoreUnavailable(err) {
+		return ErrStoreUnavailable
 	}
 	return &Error{Code: EInternal, Message: "internal error"}
 }

@@ -55,11 +55,18 @@ func (s *Server) writeData(ctx *fasthttp.RequestCtx, status int, data payload) {
 
 // writeError answers with the failure envelope of interface 2.1, or with the
 // flat body for billing and plan denials. It is the only place an error
-// becomes a response. Errors that are not *control.Error are answered as
-// "internal error" and their detail is only logged.
+// becomes a response. An error that is not *control.Error is a store that
+// cannot be reached (503 store_unavailable, Retry-After 1, logged as a
+// warning) or else "internal error", whose detail is only logged.
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	var e *control.Error
-	if !errors.As(err, &e) || e.Code == control.EInternal {
+	switch {
+	case errors.As(err, &e) && e.Code != control.EInternal:
+	case control.StoreUnavailable(err):
+		s.log.Warn("store unavailable", "request_id", string(requestID(ctx)),
+			"path", string(ctx.Path()), "err", err)
+		e = control.ErrStoreUnavailable
+	default:
 		s.log.Error("internal error", "request_id", string(requestID(ctx)),
 			"path", string(ctx.Path()), "err", err)
 		e = errInternal

@@ -21,7 +21,7 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 	defer cancel()
 	if err := s.store.Ping(pctx); err != nil {
 		s.log.Warn("readyz: store unreachable", "err", err)
-		s.writeError(ctx, control.Errorf(control.EUnavailable, "store unreachable"))
+		s.writeError(ctx, control.ErrStoreUnavailable)
 		return
 	}
 	if s.engine == nil {
