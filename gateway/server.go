@@ -186,6 +186,7 @@ type Server struct {
 	mediaDir   string     // media.go
 	jobQueued  func()     // clone.go
 	ws         *wsState   // ws.go
+	drain      drainState // drain.go: Shutdown
 
 	// tokenAuth authenticates an `Authorization: Bearer vst_...` access
 	// token on routes that accept tokens; nil until tokens exist, in which
@@ -238,7 +239,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.routes()
 	s.http = &fasthttp.Server{
-		Handler:                      s.router.Handler,
+		Handler:                      s.serveHTTP, // the router behind the drain (drain.go)
 		ErrorHandler:                 s.serveError,
 		HeaderReceived:               s.requestConfig,
 		ReadTimeout:                  cfg.ReadTimeout,
@@ -266,7 +267,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 // Handler is the server's request handler, for tests and embedding. Body
 // limits and timeouts are applied by Serve's fasthttp.Server, not by it.
-func (s *Server) Handler() fasthttp.RequestHandler { return s.router.Handler }
+func (s *Server) Handler() fasthttp.RequestHandler { return s.serveHTTP }
 
 // Serve answers requests on ln until Shutdown, then returns nil.
 func (s *Server) Serve(ln net.Listener) error {
@@ -281,25 +282,6 @@ func (s *Server) Serve(ln net.Listener) error {
 	// A local reverse proxy or client must not get its audio paced
 	// (package loopback).
 	return s.http.Serve(loopback.Listener(ln))
-}
-
-// Shutdown stops accepting connections, lets in-flight requests finish until
-// ctx ends (then returns ctx.Err()), and stops the change-feed goroutine.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.closed = true
-	lns := s.lns
-	s.mu.Unlock()
-	err := s.http.ShutdownWithContext(ctx)
-	for _, ln := range lns {
-		ln.Close() // already closed unless Serve had not reached fasthttp yet
-	}
-	s.ws.shutdown(ctx) // hijacked sockets: fasthttp does not wait for them
-	s.stopOnce.Do(func() {
-		s.stopWatch()
-		<-s.watchDone
-	})
-	return err
 }
 
 // requestConfig runs once the headers of a request are read, before its

@@ -116,11 +116,13 @@ func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admiss
 // header's sizes.
 func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
 	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
-	rctx, cancel := context.WithTimeout(context.Background(), synthTimeout)
+	// Cancelled like a stream when a shutdown's grace ends (drain.go).
+	rctx, cancel := context.WithTimeout(s.drain.streamContext(), synthTimeout)
 	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
 		ctx.Response.AppendBody(b)
 		return nil
 	})
+	err = s.drain.cause(rctx, err)
 	cancel()
 	job.pipe.Close()
 	a.Done(res.Samples)

@@ -69,6 +69,7 @@ func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synt
 		w := synth.NewSSEWriter(st, st.Flush, synth.CoalesceBytes(rate, width, chunk), width)
 		st.pending = synth.AppendSSEStart(st.pending, rate, f)
 		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, w.Audio)
+		err = s.drain.cause(rctx, err) // the grace ended: an error event says so
 		switch {
 		case isClientGone(err):
 			return res, err
@@ -114,6 +115,7 @@ type audioStream struct {
 	gone   chan struct{} // closed by Close
 	first  chan struct{} // closed at the first Flush, or at the end without one
 	cancel context.CancelFunc
+	closed func() // called once, by Close: the stream stops counting as running work
 	once   sync.Once
 
 	// producer side
@@ -144,10 +146,15 @@ func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration) {
 // error instead, for the caller to answer with a status.
 func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 	run func(context.Context, *audioStream) (synth.Result, error)) (*audioStream, error) {
-	rctx, cancel := context.WithCancel(context.Background())
+	// The stream counts as running work for a shutdown until it is closed
+	// (drain.go); the handler that starts it is counted already, so the
+	// count cannot be refused here.
+	s.drain.active.Add(1)
+	rctx, cancel := context.WithCancel(s.drain.streamContext())
 	st := &audioStream{
 		ch: make(chan []byte, streamQueue), free: make(chan []byte, streamQueue),
 		gone: make(chan struct{}), first: make(chan struct{}), cancel: cancel,
+		closed: s.drain.leave,
 	}
 	go func() {
 		defer cancel()
@@ -161,6 +168,8 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 			}()
 			res, err = run(rctx, st)
 		}()
+		// Cut by the end of the grace: the body must not end as if whole.
+		err = s.drain.cause(rctx, err)
 		job.pipe.Close()
 		a.Done(res.Samples)
 		s.outcome(transport, err)
@@ -180,6 +189,7 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		return nil, errEngineStalled
 	}
 	if !st.sent && st.runErr != nil {
+		st.Close() // never handed to fasthttp, which would close it
 		return nil, st.runErr
 	}
 	return st, nil
@@ -303,6 +313,9 @@ func (st *audioStream) Close() error {
 	st.once.Do(func() {
 		close(st.gone)
 		st.cancel()
+		if st.closed != nil {
+			st.closed()
+		}
 	})
 	return nil
 }

@@ -12,8 +12,16 @@ import (
 	"syscall"
 )
 
+// main is the one exit point. The first SIGTERM or interrupt ends ctx:
+// serve drains for its grace and the process exits 0. Signals are then let
+// go, so a second one ends the process at once (an operator's way out of a
+// long grace).
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)

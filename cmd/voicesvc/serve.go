@@ -98,13 +98,19 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		return err
 	case <-ctx.Done():
 	}
+	// Draining: new requests get 503 shutting_down, running work has the
+	// grace, streams still running then end with shutting_down; a drain
+	// that went that way is a clean stop (exit 0).
 	logger.Info("shutting down", "grace", cfg.ShutdownGrace.String())
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
 		return fmt.Errorf("shutdown: %w", err)
 	}
-	<-served
+	if err := <-served; err != nil {
+		return fmt.Errorf("serve: %w", err)
+	}
+	logger.Info("stopped")
 	return nil
 }
 
