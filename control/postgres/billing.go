@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -122,20 +121,13 @@ func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, 
 // FinishIdempotent stores the response of a claimed key. ENotFound when the
 // key is not claimed (abandoned or expired meanwhile).
 func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
-	headers, err := json.Marshal(resp.Headers)
+	headers, body, err := control.EncodeIdempotent(resp)
 	if err != nil {
 		return err
 	}
-	if resp.Headers == nil {
-		headers = []byte("{}")
-	}
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
 	return db.update(ctx, func(tx pgx.Tx) error {
 		res, err := tx.Exec(ctx, `UPDATE idempotency SET state = 'done', status = $1, headers = $2, body = $3
-			WHERE workspace_id = $4 AND key = $5`, resp.Status, string(headers), body, ws, key)
+			WHERE workspace_id = $4 AND key = $5`, resp.Status, headers, body, ws, key)
 		if err != nil {
 			return fmt.Errorf("postgres: finish idempotency: %w", err)
 		}

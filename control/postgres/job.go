@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -44,7 +43,7 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 			return err
 		}
 		*v = *stored
-		fillJob(job, v, now)
+		job.MakePending(v, now)
 		if err := insertJob(ctx, tx, job); err != nil {
 			return err
 		}
@@ -58,20 +57,6 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 	})
 }
 
-// fillJob sets the fields of a new pending job for voice v.
-func fillJob(job *control.Job, v *control.Voice, now int64) {
-	if job.ID == "" {
-		job.ID = control.NewID()
-	}
-	if job.JobType == "" {
-		job.JobType = control.DefaultJobType
-	}
-	job.VoiceID, job.OrgID = v.ID, v.OrgID
-	job.Status, job.Progress, job.Error, job.Attempts = control.JobPending, 0, nil, 0
-	job.LeaseOwner, job.LeaseUntil = "", 0
-	job.CreatedAt, job.UpdatedAt = now, now
-}
-
 func insertJob(ctx context.Context, tx pgx.Tx, j *control.Job) error {
 	_, err := tx.Exec(ctx, `INSERT INTO jobs (`+jobCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
 		j.ID, j.VoiceID, j.OrgID, j.JobType, j.Status, j.Progress, nil, j.Attempts, j.LeaseOwner, j.LeaseUntil,
@@ -82,18 +67,13 @@ func insertJob(ctx context.Context, tx pgx.Tx, j *control.Job) error {
 	return nil
 }
 
-func scanJob(s pgx.Row) (*control.Job, error) {
+// scanJob reads a row of jobCols; pgx decodes the jsonb error (NULL: nil).
+func scanJob(row pgx.Row) (*control.Job, error) {
 	var j control.Job
-	var jerr []byte
-	if err := s.Scan(&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &jerr, &j.Attempts,
-		&j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt); err != nil {
+	err := row.Scan(&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &j.Error, &j.Attempts,
+		&j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt)
+	if err != nil {
 		return nil, err
-	}
-	if jerr != nil {
-		j.Error = new(control.JobError)
-		if err := json.Unmarshal(jerr, j.Error); err != nil {
-			return nil, fmt.Errorf("postgres: job error: %w", err)
-		}
 	}
 	return &j, nil
 }
@@ -185,26 +165,12 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 		if err != nil {
 			return notFound(err, "job not found")
 		}
-		if j.Status == status {
-			return nil
-		}
-		if j.Status != control.JobRunning || j.LeaseOwner != owner {
-			return control.Errorf(control.ENotFound, "job not running for this worker")
-		}
 		now := db.nowMS()
-		var errJSON any
-		progress := j.Progress
-		if jerr != nil {
-			b, err := json.Marshal(jerr)
-			if err != nil {
-				return err
-			}
-			errJSON = string(b)
-		} else {
-			progress = 100
+		if changed, err := j.Finish(owner, status, jerr, now); !changed {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE jobs SET status = $1, progress = $2, error = $3, updated_at = $4 WHERE id = $5`,
-			status, progress, errJSON, now, jobID); err != nil {
+			j.Status, j.Progress, j.Error, now, jobID); err != nil {
 			return fmt.Errorf("postgres: finish job: %w", err)
 		}
 		if err := voice(tx, j, now); err != nil {
@@ -218,43 +184,37 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 }
 
 // ExpireJobs ends jobs pending since before cutoff as expired, fails their
-// voices and drops their clips.
+// voices and drops their clips, a few statements whatever their number.
 func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
 	var n int
 	err := db.update(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, voice_id FROM jobs WHERE status = 'pending' AND created_at < $1 FOR UPDATE SKIP LOCKED`, cutoff)
-		if err != nil {
-			return err
-		}
-		type pair struct{ job, voice string }
-		var expired []pair
-		for rows.Next() {
-			var p pair
-			if err := rows.Scan(&p.job, &p.voice); err != nil {
-				rows.Close()
-				return err
-			}
-			expired = append(expired, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		b, _ := json.Marshal(control.JobExpiredError)
 		now := db.nowMS()
-		for _, p := range expired {
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'expired', error = $1, updated_at = $2 WHERE id = $3`,
-				string(b), now, p.job); err != nil {
-				return fmt.Errorf("postgres: expire job: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE voices SET status = 'failed', updated_at = $1
-				WHERE id = $2 AND status = 'processing'`, now, p.voice); err != nil {
-				return fmt.Errorf("postgres: expire voice: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM clips WHERE job_id = $1`, p.job); err != nil {
-				return fmt.Errorf("postgres: delete clip: %w", err)
-			}
-			if err := db.recordChange(ctx, tx, "voice", p.voice, now); err != nil {
+		rows, err := tx.Query(ctx, `UPDATE jobs SET status = 'expired', error = $1, updated_at = $2
+			WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' AND created_at < $3 FOR UPDATE SKIP LOCKED)
+			RETURNING id, voice_id`, &control.JobExpiredError, now, cutoff)
+		if err != nil {
+			return fmt.Errorf("postgres: expire jobs: %w", err)
+		}
+		expired, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Job, Voice string }])
+		if err != nil {
+			return fmt.Errorf("postgres: expire jobs: %w", err)
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		jobs, voices := make([]string, len(expired)), make([]string, len(expired))
+		for i, e := range expired {
+			jobs[i], voices[i] = e.Job, e.Voice
+		}
+		if _, err := tx.Exec(ctx, `UPDATE voices SET status = 'failed', updated_at = $1
+			WHERE id = ANY($2) AND status = 'processing'`, now, voices); err != nil {
+			return fmt.Errorf("postgres: expire voices: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM clips WHERE job_id = ANY($1)`, jobs); err != nil {
+			return fmt.Errorf("postgres: delete clips: %w", err)
+		}
+		for _, id := range voices {
+			if err := db.recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}

@@ -267,12 +267,3 @@ func notFound(err error, msg string) error {
 	}
 	return err
 }
-
-func ptr[T any](v T) *T { return &v }
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
