@@ -125,26 +125,22 @@ func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *contro
 	if err != nil {
 		return err
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
-		res, err := tx.Exec(ctx, `UPDATE idempotency SET state = 'done', status = $1, headers = $2, body = $3
-			WHERE workspace_id = $4 AND key = $5`, resp.Status, headers, body, ws, key)
-		if err != nil {
-			return fmt.Errorf("postgres: finish idempotency: %w", err)
-		}
-		if res.RowsAffected() == 0 {
-			return control.Errorf(control.ENotFound, "idempotency key not claimed")
-		}
-		return nil
-	})
+	tag, err := db.pool.Exec(ctx, `UPDATE idempotency SET state = 'done', status = $1, headers = $2, body = $3
+		WHERE workspace_id = $4 AND key = $5`, resp.Status, headers, body, ws, key)
+	if err != nil {
+		return fmt.Errorf("postgres: finish idempotency: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return control.Errorf(control.ENotFound, "idempotency key not claimed")
+	}
+	return nil
 }
 
 // AbandonIdempotent frees a claimed key so that a retry runs again.
 func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) error {
-	return db.update(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
-		if err != nil {
-			return fmt.Errorf("postgres: abandon idempotency: %w", err)
-		}
-		return nil
-	})
+	_, err := db.pool.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
+	if err != nil {
+		return fmt.Errorf("postgres: abandon idempotency: %w", err)
+	}
+	return nil
 }

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -38,7 +37,7 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 			}
 			return control.Errorf(control.EVoiceBusy, "voice is %s", status)
 		}
-		stored, err := scanVoice(tx.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1`, v.ID))
+		stored, err := findVoice(ctx, tx, `WHERE id = $1`, v.ID)
 		if err != nil {
 			return err
 		}
@@ -67,73 +66,73 @@ func insertJob(ctx context.Context, tx pgx.Tx, j *control.Job) error {
 	return nil
 }
 
-// scanJob reads a row of jobCols; pgx decodes the jsonb error (NULL: nil).
-func scanJob(row pgx.Row) (*control.Job, error) {
+// scanJob reads a row of jobCols, then the row's further columns into
+// more; pgx decodes the jsonb error (NULL: nil).
+func scanJob(row pgx.Row, more ...any) (*control.Job, error) {
 	var j control.Job
-	err := row.Scan(&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &j.Error, &j.Attempts,
-		&j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt)
+	err := row.Scan(append([]any{&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &j.Error,
+		&j.Attempts, &j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt}, more...)...)
 	if err != nil {
 		return nil, err
 	}
 	return &j, nil
 }
 
-// GetJob returns ENotFound for an unknown id.
-func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
-	j, err := scanJob(db.pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, id))
+// findJob returns the job the query's tail (a WHERE clause and what
+// follows) selects. ENotFound.
+func findJob(ctx context.Context, q querier, tail string, args ...any) (*control.Job, error) {
+	j, err := scanJob(q.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs `+tail, args...))
 	if err != nil {
 		return nil, notFound(err, "job not found")
 	}
 	return j, nil
 }
 
+// GetJob returns ENotFound for an unknown id.
+func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
+	return findJob(ctx, db.pool, `WHERE id = $1`, id)
+}
+
 // ClaimJob takes the oldest pending job, or a running one whose lease
-// lapsed. SKIP LOCKED lets concurrent claimers on any server pass over a row
-// another is taking instead of waiting for it and claiming it twice.
+// lapsed, with its clip, in one statement. SKIP LOCKED lets concurrent
+// claimers on any server pass over a row another is taking instead of
+// waiting for it and claiming it twice.
 func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (*control.Job, *control.Clip, error) {
-	var job *control.Job
-	var clip *control.Clip
-	err := db.update(ctx, func(tx pgx.Tx) error {
-		now := db.nowMS()
-		var err error
-		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'running', lease_owner = $1, lease_until = $2,
-			attempts = attempts + 1, updated_at = $3
+	now := db.nowMS()
+	var clip control.Clip
+	var hasClip bool
+	job, err := scanJob(db.pool.QueryRow(ctx, `WITH claimed AS (
+			UPDATE jobs SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
 			WHERE id = (SELECT id FROM jobs WHERE status = 'pending' OR (status = 'running' AND lease_until < $3)
 				ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-			RETURNING `+jobCols, owner, now+lease.Milliseconds(), now))
-		if err != nil {
-			return notFound(err, "no job to claim")
-		}
-		clip = &control.Clip{JobID: job.ID}
-		err = tx.QueryRow(ctx, `SELECT data, filename, language, ref_text FROM clips WHERE job_id = $1`, job.ID).
-			Scan(&clip.Data, &clip.Filename, &clip.Language, &clip.RefText)
-		if errors.Is(err, pgx.ErrNoRows) {
-			clip = nil // the worker fails such a job
-			return nil
-		}
-		return err
-	})
+			RETURNING `+jobCols+`)
+		SELECT claimed.*, c.job_id IS NOT NULL, c.data, coalesce(c.filename, ''), coalesce(c.language, ''),
+			coalesce(c.ref_text, '')
+		FROM claimed LEFT JOIN clips c ON c.job_id = claimed.id`, owner, now+lease.Milliseconds(), now),
+		&hasClip, &clip.Data, &clip.Filename, &clip.Language, &clip.RefText)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, notFound(err, "no job to claim")
 	}
-	return job, clip, nil
+	if !hasClip {
+		return job, nil, nil // the worker fails such a job
+	}
+	clip.JobID = job.ID
+	return job, &clip, nil
 }
 
 // ReportProgress renews the lease and sets progress. ENotFound when the job
 // is not running under owner.
 func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) error {
-	return db.update(ctx, func(tx pgx.Tx) error {
-		now := db.nowMS()
-		res, err := tx.Exec(ctx, `UPDATE jobs SET progress = $1, lease_until = $2, updated_at = $3
-			WHERE id = $4 AND lease_owner = $5 AND status = 'running'`, progress, now+lease.Milliseconds(), now, jobID, owner)
-		if err != nil {
-			return fmt.Errorf("postgres: report progress: %w", err)
-		}
-		if res.RowsAffected() == 0 {
-			return control.Errorf(control.ENotFound, "job not running for this worker")
-		}
-		return nil
-	})
+	now := db.nowMS()
+	res, err := db.pool.Exec(ctx, `UPDATE jobs SET progress = $1, lease_until = $2, updated_at = $3
+		WHERE id = $4 AND lease_owner = $5 AND status = 'running'`, progress, now+lease.Milliseconds(), now, jobID, owner)
+	if err != nil {
+		return fmt.Errorf("postgres: report progress: %w", err)
+	}
+	if res.RowsAffected() == 0 {
+		return control.Errorf(control.ENotFound, "job not running for this worker")
+	}
+	return nil
 }
 
 // SucceedJob ends the job and makes its voice ready. A second call for a
@@ -161,9 +160,9 @@ func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.Job
 func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 	voice func(pgx.Tx, *control.Job, int64) error, jerr *control.JobError) error {
 	return db.update(ctx, func(tx pgx.Tx) error {
-		j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 FOR UPDATE`, jobID))
+		j, err := findJob(ctx, tx, `WHERE id = $1 FOR UPDATE`, jobID)
 		if err != nil {
-			return notFound(err, "job not found")
+			return err
 		}
 		now := db.nowMS()
 		if changed, err := j.Finish(owner, status, jerr, now); !changed {

@@ -47,13 +47,19 @@ func scanVoice(row pgx.Row) (*control.Voice, error) {
 	return &v, nil
 }
 
-// GetVoice returns any voice by id. ENotFound.
-func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
-	v, err := scanVoice(db.pool.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1`, id))
+// findVoice returns the first voice the query's tail (a WHERE clause and
+// what follows) selects. ENotFound.
+func findVoice(ctx context.Context, q querier, tail string, args ...any) (*control.Voice, error) {
+	v, err := scanVoice(q.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices `+tail, args...))
 	if err != nil {
 		return nil, notFound(err, "voice not found")
 	}
 	return v, nil
+}
+
+// GetVoice returns any voice by id. ENotFound.
+func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
+	return findVoice(ctx, db.pool, `WHERE id = $1`, id)
 }
 
 // GetVoiceByAlias returns a public voice by alias. ENotFound.
@@ -61,12 +67,7 @@ func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice
 	if alias == "" {
 		return nil, control.Errorf(control.ENotFound, "voice not found")
 	}
-	v, err := scanVoice(db.pool.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices
-		WHERE alias = $1 AND visibility = 'public' ORDER BY created_at, id LIMIT 1`, alias))
-	if err != nil {
-		return nil, notFound(err, "voice not found")
-	}
-	return v, nil
+	return findVoice(ctx, db.pool, `WHERE alias = $1 AND visibility = 'public' ORDER BY created_at, id LIMIT 1`, alias)
 }
 
 // ListVoices returns the workspace's own voices (newest first), then ready
@@ -108,9 +109,8 @@ func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceU
 	var v *control.Voice
 	err := db.update(ctx, func(tx pgx.Tx) error {
 		var err error
-		v, err = scanVoice(tx.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1 AND org_id = $2`, id, ws))
-		if err != nil {
-			return notFound(err, "voice not found")
+		if v, err = findVoice(ctx, tx, `WHERE id = $1 AND org_id = $2`, id, ws); err != nil {
+			return err
 		}
 		v.Apply(upd)
 		v.UpdatedAt = db.nowMS()
