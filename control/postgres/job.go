@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,13 +24,10 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 				return err
 			}
 		}
-		res, err := tx.Exec(ctx, `UPDATE voices SET status = 'processing', consent_at = $1, consent_key_id = $2,
-			updated_at = $3 WHERE id = $4 AND org_id = $5 AND status IN ('draft', 'failed')`,
-			v.ConsentAt, v.ConsentKeyID, now, v.ID, v.OrgID)
-		if err != nil {
-			return fmt.Errorf("postgres: start enrollment: %w", err)
-		}
-		if res.RowsAffected() == 0 {
+		stored, err := scanVoice(tx.QueryRow(ctx, `UPDATE voices SET status = 'processing', consent_at = $1,
+			consent_key_id = $2, updated_at = $3 WHERE id = $4 AND org_id = $5 AND status IN ('draft', 'failed')
+			RETURNING `+voiceCols, v.ConsentAt, v.ConsentKeyID, now, v.ID, v.OrgID))
+		if errors.Is(err, pgx.ErrNoRows) {
 			var status string
 			err := tx.QueryRow(ctx, `SELECT status FROM voices WHERE id = $1 AND org_id = $2`, v.ID, v.OrgID).Scan(&status)
 			if err != nil {
@@ -37,9 +35,8 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 			}
 			return control.Errorf(control.EVoiceBusy, "voice is %s", status)
 		}
-		stored, err := findVoice(ctx, tx, `WHERE id = $1`, v.ID)
 		if err != nil {
-			return err
+			return fmt.Errorf("postgres: start enrollment: %w", err)
 		}
 		*v = *stored
 		job.MakePending(v, now)
