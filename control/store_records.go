@@ -162,6 +162,19 @@ type CatalogPlan struct {
 	Insert, Update, Delete []*Voice
 }
 
+// Changed returns the ids of the voices the plan rewrites or deletes: each
+// is a change to record.
+func (p CatalogPlan) Changed() []string {
+	ids := make([]string, 0, len(p.Update)+len(p.Delete))
+	for _, v := range p.Update {
+		ids = append(ids, v.ID)
+	}
+	for _, v := range p.Delete {
+		ids = append(ids, v.ID)
+	}
+	return ids
+}
+
 // PlanCatalog decides how the catalog workspace catalogWS, which holds
 // existing, comes to hold exactly voices, matched by alias. It fills the
 // org, id and timestamps of every voice: a voice that keeps its alias keeps

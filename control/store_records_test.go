@@ -2,6 +2,7 @@ package control
 
 import (
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -25,6 +26,9 @@ func TestPlanCatalog(t *testing.T) {
 	}
 	if len(p.Delete) != 1 || p.Delete[0].ID != "id-drop" {
 		t.Errorf("delete = %+v", p.Delete)
+	}
+	if got := p.Changed(); !slices.Equal(got, []string{"id-change", "id-drop"}) {
+		t.Errorf("changed = %v", got)
 	}
 	// An unchanged voice keeps its id and timestamps: restarts do not churn.
 	if k := wanted[0]; k.ID != "id-keep" || k.CreatedAt != 1 || k.UpdatedAt != 2 {

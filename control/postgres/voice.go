@@ -206,8 +206,8 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 				return fmt.Errorf("postgres: drop catalog voices: %w", err)
 			}
 		}
-		for _, v := range append(plan.Update, plan.Delete...) {
-			if err := db.recordChange(ctx, tx, "voice", v.ID, now); err != nil {
+		for _, id := range plan.Changed() {
+			if err := db.recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}

@@ -211,8 +211,8 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 				return fmt.Errorf("sqlite: drop catalog voice: %w", err)
 			}
 		}
-		for _, v := range append(plan.Update, plan.Delete...) {
-			if err := recordChange(ctx, tx, "voice", v.ID, now); err != nil {
+		for _, id := range plan.Changed() {
+			if err := recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}
