@@ -80,3 +80,20 @@ func ReplayIdempotent(storedFP, fp, state string, headers []byte, r IdempotentRe
 	}
 	return &r, nil
 }
+
+// EncodeIdempotent encodes a finished response for its row: the headers as
+// a JSON object ("{}" for none) and the body, never NULL.
+func EncodeIdempotent(resp *IdempotentResponse) (headers string, body []byte, err error) {
+	h, err := json.Marshal(resp.Headers)
+	if err != nil {
+		return "", nil, err
+	}
+	if resp.Headers == nil {
+		h = []byte("{}")
+	}
+	body = resp.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return string(h), body, nil
+}

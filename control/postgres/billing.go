@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -122,37 +121,26 @@ func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, 
 // FinishIdempotent stores the response of a claimed key. ENotFound when the
 // key is not claimed (abandoned or expired meanwhile).
 func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
-	headers, err := json.Marshal(resp.Headers)
+	headers, body, err := control.EncodeIdempotent(resp)
 	if err != nil {
 		return err
 	}
-	if resp.Headers == nil {
-		headers = []byte("{}")
+	tag, err := db.pool.Exec(ctx, `UPDATE idempotency SET state = 'done', status = $1, headers = $2, body = $3
+		WHERE workspace_id = $4 AND key = $5`, resp.Status, headers, body, ws, key)
+	if err != nil {
+		return fmt.Errorf("postgres: finish idempotency: %w", err)
 	}
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
+	if tag.RowsAffected() == 0 {
+		return control.Errorf(control.ENotFound, "idempotency key not claimed")
 	}
-	return db.update(ctx, func(tx pgx.Tx) error {
-		res, err := tx.Exec(ctx, `UPDATE idempotency SET state = 'done', status = $1, headers = $2, body = $3
-			WHERE workspace_id = $4 AND key = $5`, resp.Status, string(headers), body, ws, key)
-		if err != nil {
-			return fmt.Errorf("postgres: finish idempotency: %w", err)
-		}
-		if res.RowsAffected() == 0 {
-			return control.Errorf(control.ENotFound, "idempotency key not claimed")
-		}
-		return nil
-	})
+	return nil
 }
 
 // AbandonIdempotent frees a claimed key so that a retry runs again.
 func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) error {
-	return db.update(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
-		if err != nil {
-			return fmt.Errorf("postgres: abandon idempotency: %w", err)
-		}
-		return nil
-	})
+	_, err := db.pool.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
+	if err != nil {
+		return fmt.Errorf("postgres: abandon idempotency: %w", err)
+	}
+	return nil
 }

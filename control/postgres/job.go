@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -25,13 +24,10 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 				return err
 			}
 		}
-		res, err := tx.Exec(ctx, `UPDATE voices SET status = 'processing', consent_at = $1, consent_key_id = $2,
-			updated_at = $3 WHERE id = $4 AND org_id = $5 AND status IN ('draft', 'failed')`,
-			v.ConsentAt, v.ConsentKeyID, now, v.ID, v.OrgID)
-		if err != nil {
-			return fmt.Errorf("postgres: start enrollment: %w", err)
-		}
-		if res.RowsAffected() == 0 {
+		stored, err := scanVoice(tx.QueryRow(ctx, `UPDATE voices SET status = 'processing', consent_at = $1,
+			consent_key_id = $2, updated_at = $3 WHERE id = $4 AND org_id = $5 AND status IN ('draft', 'failed')
+			RETURNING `+voiceCols, v.ConsentAt, v.ConsentKeyID, now, v.ID, v.OrgID))
+		if errors.Is(err, pgx.ErrNoRows) {
 			var status string
 			err := tx.QueryRow(ctx, `SELECT status FROM voices WHERE id = $1 AND org_id = $2`, v.ID, v.OrgID).Scan(&status)
 			if err != nil {
@@ -39,12 +35,11 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 			}
 			return control.Errorf(control.EVoiceBusy, "voice is %s", status)
 		}
-		stored, err := scanVoice(tx.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1`, v.ID))
 		if err != nil {
-			return err
+			return fmt.Errorf("postgres: start enrollment: %w", err)
 		}
 		*v = *stored
-		fillJob(job, v, now)
+		job.MakePending(v, now)
 		if err := insertJob(ctx, tx, job); err != nil {
 			return err
 		}
@@ -58,20 +53,6 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 	})
 }
 
-// fillJob sets the fields of a new pending job for voice v.
-func fillJob(job *control.Job, v *control.Voice, now int64) {
-	if job.ID == "" {
-		job.ID = control.NewID()
-	}
-	if job.JobType == "" {
-		job.JobType = control.DefaultJobType
-	}
-	job.VoiceID, job.OrgID = v.ID, v.OrgID
-	job.Status, job.Progress, job.Error, job.Attempts = control.JobPending, 0, nil, 0
-	job.LeaseOwner, job.LeaseUntil = "", 0
-	job.CreatedAt, job.UpdatedAt = now, now
-}
-
 func insertJob(ctx context.Context, tx pgx.Tx, j *control.Job) error {
 	_, err := tx.Exec(ctx, `INSERT INTO jobs (`+jobCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
 		j.ID, j.VoiceID, j.OrgID, j.JobType, j.Status, j.Progress, nil, j.Attempts, j.LeaseOwner, j.LeaseUntil,
@@ -82,78 +63,73 @@ func insertJob(ctx context.Context, tx pgx.Tx, j *control.Job) error {
 	return nil
 }
 
-func scanJob(s pgx.Row) (*control.Job, error) {
+// scanJob reads a row of jobCols, then the row's further columns into
+// more; pgx decodes the jsonb error (NULL: nil).
+func scanJob(row pgx.Row, more ...any) (*control.Job, error) {
 	var j control.Job
-	var jerr []byte
-	if err := s.Scan(&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &jerr, &j.Attempts,
-		&j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt); err != nil {
+	err := row.Scan(append([]any{&j.ID, &j.VoiceID, &j.OrgID, &j.JobType, &j.Status, &j.Progress, &j.Error,
+		&j.Attempts, &j.LeaseOwner, &j.LeaseUntil, &j.CreatedAt, &j.UpdatedAt}, more...)...)
+	if err != nil {
 		return nil, err
-	}
-	if jerr != nil {
-		j.Error = new(control.JobError)
-		if err := json.Unmarshal(jerr, j.Error); err != nil {
-			return nil, fmt.Errorf("postgres: job error: %w", err)
-		}
 	}
 	return &j, nil
 }
 
-// GetJob returns ENotFound for an unknown id.
-func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
-	j, err := scanJob(db.pool.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1`, id))
+// findJob returns the job the query's tail (a WHERE clause and what
+// follows) selects. ENotFound.
+func findJob(ctx context.Context, q querier, tail string, args ...any) (*control.Job, error) {
+	j, err := scanJob(q.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs `+tail, args...))
 	if err != nil {
 		return nil, notFound(err, "job not found")
 	}
 	return j, nil
 }
 
+// GetJob returns ENotFound for an unknown id.
+func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
+	return findJob(ctx, db.pool, `WHERE id = $1`, id)
+}
+
 // ClaimJob takes the oldest pending job, or a running one whose lease
-// lapsed. SKIP LOCKED lets concurrent claimers on any server pass over a row
-// another is taking instead of waiting for it and claiming it twice.
+// lapsed, with its clip, in one statement. SKIP LOCKED lets concurrent
+// claimers on any server pass over a row another is taking instead of
+// waiting for it and claiming it twice.
 func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (*control.Job, *control.Clip, error) {
-	var job *control.Job
-	var clip *control.Clip
-	err := db.update(ctx, func(tx pgx.Tx) error {
-		now := db.nowMS()
-		var err error
-		job, err = scanJob(tx.QueryRow(ctx, `UPDATE jobs SET status = 'running', lease_owner = $1, lease_until = $2,
-			attempts = attempts + 1, updated_at = $3
+	now := db.nowMS()
+	var clip control.Clip
+	var hasClip bool
+	job, err := scanJob(db.pool.QueryRow(ctx, `WITH claimed AS (
+			UPDATE jobs SET status = 'running', lease_owner = $1, lease_until = $2, attempts = attempts + 1, updated_at = $3
 			WHERE id = (SELECT id FROM jobs WHERE status = 'pending' OR (status = 'running' AND lease_until < $3)
 				ORDER BY created_at, id LIMIT 1 FOR UPDATE SKIP LOCKED)
-			RETURNING `+jobCols, owner, now+lease.Milliseconds(), now))
-		if err != nil {
-			return notFound(err, "no job to claim")
-		}
-		clip = &control.Clip{JobID: job.ID}
-		err = tx.QueryRow(ctx, `SELECT data, filename, language, ref_text FROM clips WHERE job_id = $1`, job.ID).
-			Scan(&clip.Data, &clip.Filename, &clip.Language, &clip.RefText)
-		if errors.Is(err, pgx.ErrNoRows) {
-			clip = nil // the worker fails such a job
-			return nil
-		}
-		return err
-	})
+			RETURNING `+jobCols+`)
+		SELECT claimed.*, c.job_id IS NOT NULL, c.data, coalesce(c.filename, ''), coalesce(c.language, ''),
+			coalesce(c.ref_text, '')
+		FROM claimed LEFT JOIN clips c ON c.job_id = claimed.id`, owner, now+lease.Milliseconds(), now),
+		&hasClip, &clip.Data, &clip.Filename, &clip.Language, &clip.RefText)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, notFound(err, "no job to claim")
 	}
-	return job, clip, nil
+	if !hasClip {
+		return job, nil, nil // the worker fails such a job
+	}
+	clip.JobID = job.ID
+	return job, &clip, nil
 }
 
 // ReportProgress renews the lease and sets progress. ENotFound when the job
 // is not running under owner.
 func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) error {
-	return db.update(ctx, func(tx pgx.Tx) error {
-		now := db.nowMS()
-		res, err := tx.Exec(ctx, `UPDATE jobs SET progress = $1, lease_until = $2, updated_at = $3
-			WHERE id = $4 AND lease_owner = $5 AND status = 'running'`, progress, now+lease.Milliseconds(), now, jobID, owner)
-		if err != nil {
-			return fmt.Errorf("postgres: report progress: %w", err)
-		}
-		if res.RowsAffected() == 0 {
-			return control.Errorf(control.ENotFound, "job not running for this worker")
-		}
-		return nil
-	})
+	now := db.nowMS()
+	res, err := db.pool.Exec(ctx, `UPDATE jobs SET progress = $1, lease_until = $2, updated_at = $3
+		WHERE id = $4 AND lease_owner = $5 AND status = 'running'`, progress, now+lease.Milliseconds(), now, jobID, owner)
+	if err != nil {
+		return fmt.Errorf("postgres: report progress: %w", err)
+	}
+	if res.RowsAffected() == 0 {
+		return control.Errorf(control.ENotFound, "job not running for this worker")
+	}
+	return nil
 }
 
 // SucceedJob ends the job and makes its voice ready. A second call for a
@@ -181,30 +157,16 @@ func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.Job
 func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 	voice func(pgx.Tx, *control.Job, int64) error, jerr *control.JobError) error {
 	return db.update(ctx, func(tx pgx.Tx) error {
-		j, err := scanJob(tx.QueryRow(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = $1 FOR UPDATE`, jobID))
+		j, err := findJob(ctx, tx, `WHERE id = $1 FOR UPDATE`, jobID)
 		if err != nil {
-			return notFound(err, "job not found")
-		}
-		if j.Status == status {
-			return nil
-		}
-		if j.Status != control.JobRunning || j.LeaseOwner != owner {
-			return control.Errorf(control.ENotFound, "job not running for this worker")
+			return err
 		}
 		now := db.nowMS()
-		var errJSON any
-		progress := j.Progress
-		if jerr != nil {
-			b, err := json.Marshal(jerr)
-			if err != nil {
-				return err
-			}
-			errJSON = string(b)
-		} else {
-			progress = 100
+		if changed, err := j.Finish(owner, status, jerr, now); !changed {
+			return err
 		}
 		if _, err := tx.Exec(ctx, `UPDATE jobs SET status = $1, progress = $2, error = $3, updated_at = $4 WHERE id = $5`,
-			status, progress, errJSON, now, jobID); err != nil {
+			j.Status, j.Progress, j.Error, now, jobID); err != nil {
 			return fmt.Errorf("postgres: finish job: %w", err)
 		}
 		if err := voice(tx, j, now); err != nil {
@@ -218,43 +180,37 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 }
 
 // ExpireJobs ends jobs pending since before cutoff as expired, fails their
-// voices and drops their clips.
+// voices and drops their clips, a few statements whatever their number.
 func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
 	var n int
 	err := db.update(ctx, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, voice_id FROM jobs WHERE status = 'pending' AND created_at < $1 FOR UPDATE SKIP LOCKED`, cutoff)
-		if err != nil {
-			return err
-		}
-		type pair struct{ job, voice string }
-		var expired []pair
-		for rows.Next() {
-			var p pair
-			if err := rows.Scan(&p.job, &p.voice); err != nil {
-				rows.Close()
-				return err
-			}
-			expired = append(expired, p)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		b, _ := json.Marshal(control.JobExpiredError)
 		now := db.nowMS()
-		for _, p := range expired {
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'expired', error = $1, updated_at = $2 WHERE id = $3`,
-				string(b), now, p.job); err != nil {
-				return fmt.Errorf("postgres: expire job: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `UPDATE voices SET status = 'failed', updated_at = $1
-				WHERE id = $2 AND status = 'processing'`, now, p.voice); err != nil {
-				return fmt.Errorf("postgres: expire voice: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM clips WHERE job_id = $1`, p.job); err != nil {
-				return fmt.Errorf("postgres: delete clip: %w", err)
-			}
-			if err := db.recordChange(ctx, tx, "voice", p.voice, now); err != nil {
+		rows, err := tx.Query(ctx, `UPDATE jobs SET status = 'expired', error = $1, updated_at = $2
+			WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' AND created_at < $3 FOR UPDATE SKIP LOCKED)
+			RETURNING id, voice_id`, &control.JobExpiredError, now, cutoff)
+		if err != nil {
+			return fmt.Errorf("postgres: expire jobs: %w", err)
+		}
+		expired, err := pgx.CollectRows(rows, pgx.RowToStructByPos[struct{ Job, Voice string }])
+		if err != nil {
+			return fmt.Errorf("postgres: expire jobs: %w", err)
+		}
+		if len(expired) == 0 {
+			return nil
+		}
+		jobs, voices := make([]string, len(expired)), make([]string, len(expired))
+		for i, e := range expired {
+			jobs[i], voices[i] = e.Job, e.Voice
+		}
+		if _, err := tx.Exec(ctx, `UPDATE voices SET status = 'failed', updated_at = $1
+			WHERE id = ANY($2) AND status = 'processing'`, now, voices); err != nil {
+			return fmt.Errorf("postgres: expire voices: %w", err)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM clips WHERE job_id = ANY($1)`, jobs); err != nil {
+			return fmt.Errorf("postgres: delete clips: %w", err)
+		}
+		for _, id := range voices {
+			if err := db.recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}

@@ -260,19 +260,15 @@ func changesAfter(ctx context.Context, conn *pgx.Conn, last int64) ([]control.Ch
 	})
 }
 
+// querier is the pool or a transaction.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
 // notFound maps pgx.ErrNoRows to ENotFound with msg.
 func notFound(err error, msg string) error {
 	if errors.Is(err, pgx.ErrNoRows) {
 		return control.Errorf(control.ENotFound, "%s", msg)
 	}
 	return err
-}
-
-func ptr[T any](v T) *T { return &v }
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
 }

@@ -1,9 +1,7 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -21,16 +19,8 @@ func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
 }
 
 func (db *DB) insertVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) error {
-	if v.ID == "" {
-		v.ID = control.NewID()
-	}
-	if v.CreatedAt == 0 {
-		v.CreatedAt = db.nowMS()
-	}
-	if v.UpdatedAt == 0 {
-		v.UpdatedAt = v.CreatedAt
-	}
-	labels, settings, err := voiceJSON(v)
+	v.SetDefaults(db.nowMS())
+	labels, settings, err := control.VoiceJSON(v)
 	if err != nil {
 		return err
 	}
@@ -44,54 +34,32 @@ func (db *DB) insertVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) erro
 	return nil
 }
 
-// voiceJSON encodes the JSON columns of v; settings is nil (NULL) when unset.
-func voiceJSON(v *control.Voice) (labels string, settings any, err error) {
-	l := v.Labels
-	if l == nil {
-		l = []control.Label{}
-	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return "", nil, err
-	}
-	if v.Settings != nil {
-		s, err := json.Marshal(v.Settings)
-		if err != nil {
-			return "", nil, err
-		}
-		settings = string(s)
-	}
-	return string(b), settings, nil
-}
-
-func scanVoice(s pgx.Row) (*control.Voice, error) {
+// scanVoice reads a row of voiceCols; pgx decodes the jsonb columns (a
+// NULL settings stays nil).
+func scanVoice(row pgx.Row) (*control.Voice, error) {
 	var v control.Voice
-	var labels string
-	var settings *string
-	if err := s.Scan(&v.ID, &v.OrgID, &v.Name, &v.Description, &v.Status, &v.CloneMethod, &v.Visibility,
-		&v.PrimaryLanguage, &labels, &settings, &v.SampleAudioURL, &v.BaseVoiceID, &v.Alias, &v.Profile,
-		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt); err != nil {
+	err := row.Scan(&v.ID, &v.OrgID, &v.Name, &v.Description, &v.Status, &v.CloneMethod, &v.Visibility,
+		&v.PrimaryLanguage, &v.Labels, &v.Settings, &v.SampleAudioURL, &v.BaseVoiceID, &v.Alias, &v.Profile,
+		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt)
+	if err != nil {
 		return nil, err
-	}
-	if err := json.Unmarshal([]byte(labels), &v.Labels); err != nil {
-		return nil, fmt.Errorf("postgres: voice labels: %w", err)
-	}
-	if settings != nil {
-		v.Settings = new(control.VoiceSettings)
-		if err := json.Unmarshal([]byte(*settings), v.Settings); err != nil {
-			return nil, fmt.Errorf("postgres: voice settings: %w", err)
-		}
 	}
 	return &v, nil
 }
 
-// GetVoice returns any voice by id. ENotFound.
-func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
-	v, err := scanVoice(db.pool.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1`, id))
+// findVoice returns the first voice the query's tail (a WHERE clause and
+// what follows) selects. ENotFound.
+func findVoice(ctx context.Context, q querier, tail string, args ...any) (*control.Voice, error) {
+	v, err := scanVoice(q.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices `+tail, args...))
 	if err != nil {
 		return nil, notFound(err, "voice not found")
 	}
 	return v, nil
+}
+
+// GetVoice returns any voice by id. ENotFound.
+func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
+	return findVoice(ctx, db.pool, `WHERE id = $1`, id)
 }
 
 // GetVoiceByAlias returns a public voice by alias. ENotFound.
@@ -99,12 +67,7 @@ func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice
 	if alias == "" {
 		return nil, control.Errorf(control.ENotFound, "voice not found")
 	}
-	v, err := scanVoice(db.pool.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices
-		WHERE alias = $1 AND visibility = 'public' ORDER BY created_at, id LIMIT 1`, alias))
-	if err != nil {
-		return nil, notFound(err, "voice not found")
-	}
-	return v, nil
+	return findVoice(ctx, db.pool, `WHERE alias = $1 AND visibility = 'public' ORDER BY created_at, id LIMIT 1`, alias)
 }
 
 // ListVoices returns the workspace's own voices (newest first), then ready
@@ -146,11 +109,10 @@ func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceU
 	var v *control.Voice
 	err := db.update(ctx, func(tx pgx.Tx) error {
 		var err error
-		v, err = scanVoice(tx.QueryRow(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = $1 AND org_id = $2`, id, ws))
-		if err != nil {
-			return notFound(err, "voice not found")
+		if v, err = findVoice(ctx, tx, `WHERE id = $1 AND org_id = $2`, id, ws); err != nil {
+			return err
 		}
-		applyVoiceUpdate(v, upd)
+		v.Apply(upd)
 		v.UpdatedAt = db.nowMS()
 		if err := writeVoice(ctx, tx, v); err != nil {
 			return err
@@ -163,30 +125,9 @@ func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceU
 	return v, nil
 }
 
-func applyVoiceUpdate(v *control.Voice, upd control.VoiceUpdate) {
-	if upd.Name != nil {
-		v.Name = *upd.Name
-	}
-	if upd.Description != nil {
-		v.Description = *upd.Description
-	}
-	if upd.PrimaryLanguage != nil {
-		v.PrimaryLanguage = *upd.PrimaryLanguage
-	}
-	if upd.Labels != nil {
-		v.Labels = *upd.Labels
-	}
-	if upd.Settings != nil {
-		v.Settings = *upd.Settings
-	}
-	if upd.Visibility != nil {
-		v.Visibility = *upd.Visibility
-	}
-}
-
 // writeVoice stores every mutable column of v.
 func writeVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) error {
-	labels, settings, err := voiceJSON(v)
+	labels, settings, err := control.VoiceJSON(v)
 	if err != nil {
 		return err
 	}
@@ -237,70 +178,39 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			VALUES ($1, 'catalog', 'enterprise', $2, $3) ON CONFLICT (id) DO NOTHING`, catalogWS, now, now); err != nil {
 			return fmt.Errorf("postgres: catalog workspace: %w", err)
 		}
-		existing := map[string]*control.Voice{}
 		rows, err := tx.Query(ctx, `SELECT `+voiceCols+` FROM voices WHERE org_id = $1`, catalogWS)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			v, err := scanVoice(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			existing[v.Alias] = v
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		existing, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*control.Voice, error) { return scanVoice(r) })
+		if err != nil {
 			return err
 		}
-		keep := map[string]bool{}
-		for _, v := range voices {
-			v.OrgID = catalogWS
-			keep[v.Alias] = true
-			old, ok := existing[v.Alias]
-			if !ok {
-				if err := db.insertVoice(ctx, tx, v); err != nil {
-					return err
-				}
-				continue
+		plan := control.PlanCatalog(catalogWS, existing, voices, now)
+		for _, v := range plan.Insert {
+			if err := db.insertVoice(ctx, tx, v); err != nil {
+				return err
 			}
-			v.ID, v.CreatedAt = old.ID, old.CreatedAt
-			if sameCatalogVoice(old, v) {
-				v.UpdatedAt = old.UpdatedAt
-				continue
-			}
-			v.UpdatedAt = now
+		}
+		for _, v := range plan.Update {
 			if err := writeVoice(ctx, tx, v); err != nil {
 				return err
 			}
-			if err := db.recordChange(ctx, tx, "voice", v.ID, now); err != nil {
-				return err
+		}
+		if len(plan.Delete) > 0 {
+			ids := make([]string, len(plan.Delete))
+			for i, v := range plan.Delete {
+				ids[i] = v.ID
+			}
+			if _, err := tx.Exec(ctx, `DELETE FROM voices WHERE id = ANY($1)`, ids); err != nil {
+				return fmt.Errorf("postgres: drop catalog voices: %w", err)
 			}
 		}
-		for alias, old := range existing {
-			if keep[alias] {
-				continue
-			}
-			if _, err := tx.Exec(ctx, `DELETE FROM voices WHERE id = $1`, old.ID); err != nil {
-				return fmt.Errorf("postgres: drop catalog voice: %w", err)
-			}
-			if err := db.recordChange(ctx, tx, "voice", old.ID, now); err != nil {
+		for _, id := range plan.Changed() {
+			if err := db.recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}
 		return nil
 	})
-}
-
-// sameCatalogVoice reports whether seeding b over a would change nothing, so
-// that restarts do not churn updated_at.
-func sameCatalogVoice(a, b *control.Voice) bool {
-	la, sa, _ := voiceJSON(a)
-	lb, sb, _ := voiceJSON(b)
-	return a.Name == b.Name && a.Description == b.Description && a.Status == b.Status &&
-		a.CloneMethod == b.CloneMethod && a.Visibility == b.Visibility &&
-		a.PrimaryLanguage == b.PrimaryLanguage && la == lb && sa == sb &&
-		a.SampleAudioURL == b.SampleAudioURL && a.BaseVoiceID == b.BaseVoiceID &&
-		bytes.Equal(a.Profile, b.Profile)
 }

@@ -13,18 +13,7 @@ const workspaceCols = `id, name, plan, billing, streaming, allowance, credits, c
 
 // CreateWorkspace inserts w, filling its id and timestamps when empty.
 func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
-	if w.ID == "" {
-		w.ID = control.NewID()
-	}
-	if w.Plan == "" {
-		w.Plan = "free"
-	}
-	if w.CreatedAt == 0 {
-		w.CreatedAt = db.nowMS()
-	}
-	if w.UpdatedAt == 0 {
-		w.UpdatedAt = w.CreatedAt
-	}
+	w.SetDefaults(db.nowMS())
 	_, err := db.pool.Exec(ctx, `INSERT INTO workspaces (`+workspaceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
 		w.ID, w.Name, w.Plan, w.Billing, w.Streaming, w.Allowance, w.Credits, w.Concurrency, w.RPS, w.Sessions,
 		w.CreatedAt, w.UpdatedAt)
@@ -64,7 +53,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.Worksp
 		if err != nil {
 			return notFound(err, "workspace not found")
 		}
-		applyWorkspaceUpdate(w, upd)
+		w.Apply(upd)
 		w.UpdatedAt = db.nowMS()
 		_, err = tx.Exec(ctx, `UPDATE workspaces SET plan=$1, billing=$2, streaming=$3, allowance=$4, credits=$5,
 			concurrency=$6, rps=$7, sessions=$8, updated_at=$9 WHERE id=$10`,
@@ -80,33 +69,6 @@ func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.Worksp
 	return w, nil
 }
 
-func applyWorkspaceUpdate(w *control.Workspace, upd control.WorkspaceUpdate) {
-	if upd.Plan != nil {
-		w.Plan = *upd.Plan
-	}
-	if upd.Billing != nil {
-		w.Billing = *upd.Billing
-	}
-	if upd.Streaming != nil {
-		w.Streaming = ptr(*upd.Streaming)
-	}
-	if upd.Allowance != nil {
-		w.Allowance = ptr(*upd.Allowance)
-	}
-	if upd.Credits != nil {
-		w.Credits = *upd.Credits
-	}
-	if upd.Concurrency != nil {
-		w.Concurrency = ptr(*upd.Concurrency)
-	}
-	if upd.RPS != nil {
-		w.RPS = ptr(*upd.RPS)
-	}
-	if upd.Sessions != nil {
-		w.Sessions = ptr(*upd.Sessions)
-	}
-}
-
 func scanWorkspace(row pgx.Row) (*control.Workspace, error) {
 	var w control.Workspace
 	if err := row.Scan(&w.ID, &w.Name, &w.Plan, &w.Billing, &w.Streaming, &w.Allowance, &w.Credits,
@@ -120,15 +82,10 @@ const keyCols = `id, workspace_id, hash, scopes, legacy, expires_at, revoked_at,
 
 // CreateAPIKey inserts k and records a change.
 func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
-	if k.ID == "" {
-		k.ID = control.NewID()
-	}
-	if k.CreatedAt == 0 {
-		k.CreatedAt = db.nowMS()
-	}
+	k.SetDefaults(db.nowMS())
 	return db.update(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-			k.ID, k.WorkspaceID, k.Hash, nonNil(k.Scopes), k.Legacy, k.ExpiresAt, k.RevokedAt, k.CreatedAt)
+			k.ID, k.WorkspaceID, k.Hash, control.NonNil(k.Scopes), k.Legacy, k.ExpiresAt, k.RevokedAt, k.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("postgres: insert key: %w", err)
 		}
@@ -189,14 +146,9 @@ const tokenCols = `id, hash, workspace_id, key_id, voice_ids, expires_at, consum
 
 // CreateToken inserts t.
 func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
-	if t.ID == "" {
-		t.ID = control.NewID()
-	}
-	if t.CreatedAt == 0 {
-		t.CreatedAt = db.nowMS()
-	}
+	t.SetDefaults(db.nowMS())
 	_, err := db.pool.Exec(ctx, `INSERT INTO access_tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-		t.ID, t.Hash, t.WorkspaceID, t.KeyID, nonNil(t.VoiceIDs), t.ExpiresAt, t.ConsumedAt, t.CreatedAt)
+		t.ID, t.Hash, t.WorkspaceID, t.KeyID, control.NonNil(t.VoiceIDs), t.ExpiresAt, t.ConsumedAt, t.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("postgres: insert token: %w", err)
 	}

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"voicesvc/control"
@@ -165,20 +164,13 @@ func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, 
 // FinishIdempotent stores the response of a claimed key. ENotFound when the
 // key is not claimed (abandoned or expired meanwhile).
 func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
-	headers, err := json.Marshal(resp.Headers)
+	headers, body, err := control.EncodeIdempotent(resp)
 	if err != nil {
 		return err
 	}
-	if resp.Headers == nil {
-		headers = []byte("{}")
-	}
-	body := resp.Body
-	if body == nil {
-		body = []byte{}
-	}
 	return db.update(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE idempotency SET state = 'done', status = ?, headers = ?, body = ?
-			WHERE workspace_id = ? AND key = ?`, resp.Status, string(headers), body, ws, key)
+			WHERE workspace_id = ? AND key = ?`, resp.Status, headers, body, ws, key)
 		if err != nil {
 			return fmt.Errorf("sqlite: finish idempotency: %w", err)
 		}

@@ -42,7 +42,7 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 			return err
 		}
 		*v = *stored
-		fillJob(job, v, now)
+		job.MakePending(v, now)
 		if err := insertJob(ctx, tx, job); err != nil {
 			return err
 		}
@@ -54,20 +54,6 @@ func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool
 		}
 		return recordChange(ctx, tx, "voice", v.ID, now)
 	})
-}
-
-// fillJob sets the fields of a new pending job for voice v.
-func fillJob(job *control.Job, v *control.Voice, now int64) {
-	if job.ID == "" {
-		job.ID = control.NewID()
-	}
-	if job.JobType == "" {
-		job.JobType = control.DefaultJobType
-	}
-	job.VoiceID, job.OrgID = v.ID, v.OrgID
-	job.Status, job.Progress, job.Error, job.Attempts = control.JobPending, 0, nil, 0
-	job.LeaseOwner, job.LeaseUntil = "", 0
-	job.CreatedAt, job.UpdatedAt = now, now
 }
 
 func insertJob(ctx context.Context, tx *sql.Tx, j *control.Job) error {
@@ -188,26 +174,16 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 		if err != nil {
 			return notFound(err, "job not found")
 		}
-		if j.Status == status {
-			return nil
-		}
-		if j.Status != control.JobRunning || j.LeaseOwner != owner {
-			return control.Errorf(control.ENotFound, "job not running for this worker")
-		}
 		now := db.nowMS()
-		var errJSON any
-		progress := j.Progress
-		if jerr != nil {
-			b, err := json.Marshal(jerr)
-			if err != nil {
-				return err
-			}
-			errJSON = string(b)
-		} else {
-			progress = 100
+		if changed, err := j.Finish(owner, status, jerr, now); !changed {
+			return err
+		}
+		errJSON, err := jobErrorJSON(j.Error)
+		if err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = ?, progress = ?, error = ?, updated_at = ? WHERE id = ?`,
-			status, progress, errJSON, now, jobID); err != nil {
+			j.Status, j.Progress, errJSON, now, jobID); err != nil {
 			return fmt.Errorf("sqlite: finish job: %w", err)
 		}
 		if err := voice(tx, j, now); err != nil {
@@ -243,11 +219,11 @@ func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
 		if err := rows.Err(); err != nil {
 			return err
 		}
-		b, _ := json.Marshal(control.JobExpiredError)
+		jerr, _ := jobErrorJSON(&control.JobExpiredError)
 		now := db.nowMS()
 		for _, p := range expired {
 			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'expired', error = ?, updated_at = ? WHERE id = ?`,
-				string(b), now, p.job); err != nil {
+				jerr, now, p.job); err != nil {
 				return fmt.Errorf("sqlite: expire job: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE voices SET status = 'failed', updated_at = ?
@@ -265,4 +241,16 @@ func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
 		return nil
 	})
 	return n, err
+}
+
+// jobErrorJSON encodes the error column of a job: nil (NULL) for none.
+func jobErrorJSON(jerr *control.JobError) (any, error) {
+	if jerr == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(jerr)
+	if err != nil {
+		return nil, err
+	}
+	return string(b), nil
 }

@@ -1,7 +1,6 @@
 package sqlite
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -20,16 +19,8 @@ func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
 }
 
 func (db *DB) insertVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
-	if v.ID == "" {
-		v.ID = control.NewID()
-	}
-	if v.CreatedAt == 0 {
-		v.CreatedAt = db.nowMS()
-	}
-	if v.UpdatedAt == 0 {
-		v.UpdatedAt = v.CreatedAt
-	}
-	labels, settings, err := voiceJSON(v)
+	v.SetDefaults(db.nowMS())
+	labels, settings, err := control.VoiceJSON(v)
 	if err != nil {
 		return err
 	}
@@ -41,26 +32,6 @@ func (db *DB) insertVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) err
 		return fmt.Errorf("sqlite: insert voice: %w", err)
 	}
 	return nil
-}
-
-// voiceJSON encodes the JSON columns of v; settings is nil (NULL) when unset.
-func voiceJSON(v *control.Voice) (labels string, settings any, err error) {
-	l := v.Labels
-	if l == nil {
-		l = []control.Label{}
-	}
-	b, err := json.Marshal(l)
-	if err != nil {
-		return "", nil, err
-	}
-	if v.Settings != nil {
-		s, err := json.Marshal(v.Settings)
-		if err != nil {
-			return "", nil, err
-		}
-		settings = string(s)
-	}
-	return string(b), settings, nil
 }
 
 func scanVoice(s rowScanner) (*control.Voice, error) {
@@ -158,7 +129,7 @@ func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceU
 		if err != nil {
 			return notFound(err, "voice not found")
 		}
-		applyVoiceUpdate(v, upd)
+		v.Apply(upd)
 		v.UpdatedAt = db.nowMS()
 		if err := writeVoice(ctx, tx, v); err != nil {
 			return err
@@ -171,30 +142,9 @@ func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceU
 	return v, nil
 }
 
-func applyVoiceUpdate(v *control.Voice, upd control.VoiceUpdate) {
-	if upd.Name != nil {
-		v.Name = *upd.Name
-	}
-	if upd.Description != nil {
-		v.Description = *upd.Description
-	}
-	if upd.PrimaryLanguage != nil {
-		v.PrimaryLanguage = *upd.PrimaryLanguage
-	}
-	if upd.Labels != nil {
-		v.Labels = *upd.Labels
-	}
-	if upd.Settings != nil {
-		v.Settings = *upd.Settings
-	}
-	if upd.Visibility != nil {
-		v.Visibility = *upd.Visibility
-	}
-}
-
 // writeVoice stores every mutable column of v.
 func writeVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
-	labels, settings, err := voiceJSON(v)
+	labels, settings, err := control.VoiceJSON(v)
 	if err != nil {
 		return err
 	}
@@ -241,55 +191,28 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			VALUES (?, 'catalog', 'enterprise', ?, ?) ON CONFLICT (id) DO NOTHING`, catalogWS, now, now); err != nil {
 			return fmt.Errorf("sqlite: catalog workspace: %w", err)
 		}
-		existing := map[string]*control.Voice{}
-		rows, err := tx.QueryContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE org_id = ?`, catalogWS)
+		existing, err := voicesOf(ctx, tx, catalogWS)
 		if err != nil {
 			return err
 		}
-		for rows.Next() {
-			v, err := scanVoice(rows)
-			if err != nil {
-				rows.Close()
+		plan := control.PlanCatalog(catalogWS, existing, voices, now)
+		for _, v := range plan.Insert {
+			if err := db.insertVoice(ctx, tx, v); err != nil {
 				return err
 			}
-			existing[v.Alias] = v
 		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		keep := map[string]bool{}
-		for _, v := range voices {
-			v.OrgID = catalogWS
-			keep[v.Alias] = true
-			old, ok := existing[v.Alias]
-			if !ok {
-				if err := db.insertVoice(ctx, tx, v); err != nil {
-					return err
-				}
-				continue
-			}
-			v.ID, v.CreatedAt = old.ID, old.CreatedAt
-			if sameCatalogVoice(old, v) {
-				v.UpdatedAt = old.UpdatedAt
-				continue
-			}
-			v.UpdatedAt = now
+		for _, v := range plan.Update {
 			if err := writeVoice(ctx, tx, v); err != nil {
 				return err
 			}
-			if err := recordChange(ctx, tx, "voice", v.ID, now); err != nil {
-				return err
-			}
 		}
-		for alias, old := range existing {
-			if keep[alias] {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ?`, old.ID); err != nil {
+		for _, v := range plan.Delete {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ?`, v.ID); err != nil {
 				return fmt.Errorf("sqlite: drop catalog voice: %w", err)
 			}
-			if err := recordChange(ctx, tx, "voice", old.ID, now); err != nil {
+		}
+		for _, id := range plan.Changed() {
+			if err := recordChange(ctx, tx, "voice", id, now); err != nil {
 				return err
 			}
 		}
@@ -297,14 +220,20 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 	})
 }
 
-// sameCatalogVoice reports whether seeding b over a would change nothing, so
-// that restarts do not churn updated_at.
-func sameCatalogVoice(a, b *control.Voice) bool {
-	la, sa, _ := voiceJSON(a)
-	lb, sb, _ := voiceJSON(b)
-	return a.Name == b.Name && a.Description == b.Description && a.Status == b.Status &&
-		a.CloneMethod == b.CloneMethod && a.Visibility == b.Visibility &&
-		a.PrimaryLanguage == b.PrimaryLanguage && la == lb && sa == sb &&
-		a.SampleAudioURL == b.SampleAudioURL && a.BaseVoiceID == b.BaseVoiceID &&
-		bytes.Equal(a.Profile, b.Profile)
+// voicesOf returns every voice of workspace ws.
+func voicesOf(ctx context.Context, tx *sql.Tx, ws string) ([]*control.Voice, error) {
+	rows, err := tx.QueryContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE org_id = ?`, ws)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*control.Voice
+	for rows.Next() {
+		v, err := scanVoice(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }

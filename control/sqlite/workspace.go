@@ -13,19 +13,7 @@ const workspaceCols = `id, name, plan, billing, streaming, allowance, credits, c
 
 // CreateWorkspace inserts w, filling its id and timestamps when empty.
 func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
-	now := db.nowMS()
-	if w.ID == "" {
-		w.ID = control.NewID()
-	}
-	if w.Plan == "" {
-		w.Plan = "free"
-	}
-	if w.CreatedAt == 0 {
-		w.CreatedAt = now
-	}
-	if w.UpdatedAt == 0 {
-		w.UpdatedAt = w.CreatedAt
-	}
+	w.SetDefaults(db.nowMS())
 	return db.update(ctx, func(tx *sql.Tx) error {
 		return insertWorkspace(ctx, tx, w)
 	})
@@ -59,7 +47,7 @@ func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.Worksp
 		if err != nil {
 			return notFound(err, "workspace not found")
 		}
-		applyWorkspaceUpdate(w, upd)
+		w.Apply(upd)
 		w.UpdatedAt = db.nowMS()
 		_, err = tx.ExecContext(ctx, `UPDATE workspaces SET plan=?, billing=?, streaming=?, allowance=?, credits=?,
 			concurrency=?, rps=?, sessions=?, updated_at=? WHERE id=?`,
@@ -82,33 +70,6 @@ func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.Worksp
 		return nil, err
 	}
 	return w, nil
-}
-
-func applyWorkspaceUpdate(w *control.Workspace, upd control.WorkspaceUpdate) {
-	if upd.Plan != nil {
-		w.Plan = *upd.Plan
-	}
-	if upd.Billing != nil {
-		w.Billing = *upd.Billing
-	}
-	if upd.Streaming != nil {
-		w.Streaming = ptr(*upd.Streaming)
-	}
-	if upd.Allowance != nil {
-		w.Allowance = ptr(*upd.Allowance)
-	}
-	if upd.Credits != nil {
-		w.Credits = *upd.Credits
-	}
-	if upd.Concurrency != nil {
-		w.Concurrency = ptr(*upd.Concurrency)
-	}
-	if upd.RPS != nil {
-		w.RPS = ptr(*upd.RPS)
-	}
-	if upd.Sessions != nil {
-		w.Sessions = ptr(*upd.Sessions)
-	}
 }
 
 func scanWorkspace(s rowScanner) (*control.Workspace, error) {
@@ -134,13 +95,8 @@ const keyCols = `id, workspace_id, hash, scopes, legacy, expires_at, revoked_at,
 
 // CreateAPIKey inserts k and records a change.
 func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
-	if k.ID == "" {
-		k.ID = control.NewID()
-	}
-	if k.CreatedAt == 0 {
-		k.CreatedAt = db.nowMS()
-	}
-	scopes, err := json.Marshal(nonNil(k.Scopes))
+	k.SetDefaults(db.nowMS())
+	scopes, err := json.Marshal(control.NonNil(k.Scopes))
 	if err != nil {
 		return err
 	}
@@ -213,13 +169,8 @@ const tokenCols = `id, hash, workspace_id, key_id, voice_ids, expires_at, consum
 
 // CreateToken inserts t.
 func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
-	if t.ID == "" {
-		t.ID = control.NewID()
-	}
-	if t.CreatedAt == 0 {
-		t.CreatedAt = db.nowMS()
-	}
-	voices, err := json.Marshal(nonNil(t.VoiceIDs))
+	t.SetDefaults(db.nowMS())
+	voices, err := json.Marshal(control.NonNil(t.VoiceIDs))
 	if err != nil {
 		return err
 	}
@@ -271,13 +222,6 @@ func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) error {
 }
 
 func ptr[T any](v T) *T { return &v }
-
-func nonNil(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
 
 func nullBool(b *bool) any {
 	if b == nil {
