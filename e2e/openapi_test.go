@@ -44,6 +44,7 @@ func TestOpenAPIConformance(t *testing.T) {
 	oas.check(t, "readyz", oasReq("GET", srv.URL+"/readyz", nil), true, 200)
 	oas.check(t, "metrics", oasReq("GET", srv.URL+"/metrics", nil), true, 200)
 	oas.check(t, "openapi", oasReq("GET", srv.URL+"/openapi.yaml", nil), true, 200)
+	oas.check(t, "docs index", oasReq("GET", srv.URL+"/docs/", nil), true, 200)
 	oas.check(t, "docs page", oasReq("GET", srv.URL+"/docs/realtime.md", nil), true, 200)
 	oas.check(t, "docs 404", oasReq("GET", srv.URL+"/docs/nothing.md", nil), true, 404)
 	oas.check(t, "media 404", oasReq("GET", srv.URL+"/media/"+strings.Repeat("a", 24)+"-"+strings.Repeat("b", 24)+".wav", nil), true, 404)
