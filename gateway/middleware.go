@@ -78,6 +78,7 @@ func (s *Server) routes() {
 	r.GET("/readyz", s.plain(s.newRoute("GET /readyz", "", false), s.readyz))
 	r.GET("/metrics", s.plain(s.newRoute("GET /metrics", "", false), s.metrics.serve))
 	r.GET("/media/{name}", s.plain(s.newRoute("GET /media/{name}", "", true), s.media))
+	s.docsRoutes(r) // GET /docs/, /openapi.yaml: the documentation (docs.go)
 }
 
 func (s *Server) newRoute(name, scope string, cors bool) *route {
