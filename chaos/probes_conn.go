@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -201,16 +202,34 @@ func base64Of(n int) string {
 	return strings.Repeat("QUJD", n/3) // "ABC" repeated: valid base64 of n bytes
 }
 
-// probeSlowloris: 4,000 connections trickling their headers a byte line
-// at a time; a normal client is still served and memory stays bounded.
+// probeSlowloris: 4,000 connections trickling their headers a line at a
+// time; a normal client is still served and memory stays bounded. The
+// server starts as a service manager would start it, with a soft
+// descriptor limit of 1024 under a higher hard limit: it is expected to
+// raise its own soft limit rather than fail at the 1,024th connection.
 func probeSlowloris(ctx context.Context, s *Suite) (string, bool) {
-	srv, e := s.Main, s.MainEnv
+	var lim syscall.Rlimit
+	syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim)
+	hard := int(min(lim.Max, 1<<20))
+	if hard < 8192 {
+		return fmt.Sprintf("the suite's hard descriptor limit %d is below 8192: raise it", hard), false
+	}
+	srv, err := s.StartServer("slowloris", ServerOpts{NoFile: 1024, NoFileHard: hard,
+		Args: []string{"--engine", "reference", "--reference-rtf", "0", "--engine-workers", "0"}})
+	if err != nil {
+		return err.Error(), false
+	}
+	defer srv.Stop()
+	e, err := s.NewEnv(srv, "enterprise", "--billing", "off", "--rps", "0", "--concurrency", "1000")
+	if err != nil {
+		return err.Error(), false
+	}
 	before := srv.RSS()
 	stop, over := rssWatch(srv.PID(), before+300<<20)
 	conns, failed := dialMany(ctx, srv.Addr, 4000, []byte("GET /healthz HTTP/1.1\r\nHost: chaos\r\n"))
 	var served []string
 	allServed := true
-	for round := 0; round < 10 && ctx.Err() == nil && !closed(over); round++ {
+	for round := 0; round < 10 && ctx.Err() == nil && !closed(over) && srv.Alive(); round++ {
 		t := time.Now()
 		for i, c := range conns {
 			c.SetWriteDeadline(time.Now().Add(50 * time.Millisecond))

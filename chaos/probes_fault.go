@@ -109,11 +109,13 @@ func probeStoreDown(ctx context.Context, s *Suite) (string, bool) {
 	mu.Unlock()
 	stopErr := pg.Stop()
 	time.Sleep(5 * time.Second)
+	startErr := pg.Start()
+	// The outage lasts until the server answers again: reconnecting is part
+	// of it.
+	recovered := waitFor(30*time.Second, func() bool { return e.Speak("Back.").Status == 200 })
 	mu.Lock()
 	down = false
 	mu.Unlock()
-	startErr := pg.Start()
-	recovered := waitFor(30*time.Second, func() bool { return e.Speak("Back.").Status == 200 })
 	close(stopped)
 	wg.Wait()
 	if stopErr != nil || startErr != nil {
@@ -312,21 +314,26 @@ func probeServerKillMidClone(ctx context.Context, s *Suite) (string, bool) {
 	return fmt.Sprintf("job %v when killed; after restart: %s", st, final), final == "succeeded"
 }
 
-// probeFullDisk: media and SQLite on a 24 MiB tmpfs filled to the last
-// byte. Clone and preview writes fail cleanly (an answer, or a failed
-// job), no *.wav.tmp is left, the server stays up.
+// probeFullDisk: the media directory and the SQLite store each on a small
+// tmpfs. First only the media disk is full: a clone is accepted and its
+// job's preview write fails cleanly (a failed job, or a voice without
+// preview). Then the store's disk is full too: clone and speak get an
+// answer (an error envelope), not a dropped connection. No *.tmp file is
+// left behind and the server stays up and recovers once space is freed.
 func probeFullDisk(ctx context.Context, s *Suite) (string, bool) {
 	clip, err := s.Clip()
 	if err != nil {
 		return err.Error(), false
 	}
-	mnt := filepath.Join(s.Tmp, "fulldisk")
-	os.MkdirAll(mnt, 0o755)
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=24m"); err != nil {
-		return "cannot mount a tmpfs here (" + err.Error() + "): skipped", false
+	media, store := filepath.Join(s.Tmp, "full-media"), filepath.Join(s.Tmp, "full-store")
+	for _, m := range []struct{ dir, size string }{{media, "2m"}, {store, "24m"}} {
+		os.MkdirAll(m.dir, 0o755)
+		if err := syscall.Mount("tmpfs", m.dir, "tmpfs", 0, "size="+m.size); err != nil {
+			return "cannot mount a tmpfs here (" + err.Error() + "): not run", false
+		}
+		defer syscall.Unmount(m.dir, syscall.MNT_DETACH)
 	}
-	defer syscall.Unmount(mnt, syscall.MNT_DETACH)
-	srv, err := s.StartServer("fulldisk", ServerOpts{Dir: mnt, Args: []string{"--engine-workers", "1"}})
+	srv, err := s.StartServer("fulldisk", ServerOpts{Dir: store, MediaDir: media, Args: []string{"--engine-workers", "1"}})
 	if err != nil {
 		return err.Error(), false
 	}
@@ -335,37 +342,47 @@ func probeFullDisk(ctx context.Context, s *Suite) (string, bool) {
 	if err != nil {
 		return err.Error(), false
 	}
-	filler := filepath.Join(mnt, "filler")
-	fill(filler)
-	var answers []string
 	clean := true
-	for i := 0; i < 3; i++ {
-		r := e.Clone(fmt.Sprintf("chaos-full-%d", i), clip)
+	try := func(name string) string {
+		r := e.Clone(name, clip)
 		o := r.Outcome()
 		if r.Status == 202 {
-			_, job := cloneIDs(r)
+			voice, job := cloneIDs(r)
 			o += " then job " + e.WaitJob(job, 60*time.Second)
+			if p, _ := e.previewPath(voice); p != "" {
+				o += ", preview " + fmt.Sprint(Call("GET", srv.URL+p, nil).Status)
+			}
 		}
-		if r.Status == 0 || r.Status == 500 && r.Code() == "" {
+		if r.Status == 0 || r.Status >= 500 && r.Code() == "" {
 			clean = false
 		}
-		answers = append(answers, o)
+		return o
 	}
+	mediaFiller, storeFiller := filepath.Join(media, "filler"), filepath.Join(store, "filler")
+	fill(mediaFiller)
+	mediaFull := try("chaos-full-media")
+	fill(storeFiller)
+	bothFull := try("chaos-full-both")
 	sp := e.Speak("The disk is full.")
-	answers = append(answers, "speak "+sp.Outcome())
+	if sp.Status == 0 {
+		clean = false
+	}
 	var tmps []string
-	filepath.Walk(mnt, func(p string, fi os.FileInfo, err error) error {
-		if err == nil && strings.HasSuffix(p, ".tmp") {
-			tmps = append(tmps, strings.TrimPrefix(p, mnt))
-		}
-		return nil
-	})
+	for _, dir := range []string{media, store} {
+		filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+			if err == nil && strings.HasSuffix(p, ".tmp") {
+				tmps = append(tmps, filepath.Base(p))
+			}
+			return nil
+		})
+	}
 	healthy := srv.Healthy()
-	os.Remove(filler)
+	os.Remove(mediaFiller)
+	os.Remove(storeFiller)
 	after := e.Speak("Space again.")
-	return fmt.Sprintf("full: %s; *.tmp left: %v; healthz ok=%v; after freeing: speak %s",
-			strings.Join(answers, ", "), tmps, healthy, after.Outcome()),
-		clean && len(tmps) == 0 && healthy && srv.Alive() && sp.Status != 0
+	return fmt.Sprintf("media full: clone %s; both full: clone %s, speak %s; *.tmp left: %v; healthz ok=%v; freed: speak %s",
+			mediaFull, bothFull, sp.Outcome(), tmps, healthy, after.Outcome()),
+		clean && len(tmps) == 0 && healthy && srv.Alive() && after.Status == 200
 }
 
 // fill writes path until the file system is full.

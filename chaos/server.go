@@ -21,11 +21,12 @@ const APIPath = "/voice-svc/api/v1/public"
 
 // ServerOpts start one voicesvc process.
 type ServerOpts struct {
-	DB       string   // store URL; default a fresh SQLite file in Dir
-	Dir      string   // data directory (store, media); default a new one under the suite's temp dir
-	MediaDir string   // default Dir/media
-	Args     []string // extra serve flags
-	NoFile   int      // RLIMIT_NOFILE (soft and hard) of the child when > 0, through prlimit
+	DB         string   // store URL; default a fresh SQLite file in Dir
+	Dir        string   // data directory (store, media); default a new one under the suite's temp dir
+	MediaDir   string   // default Dir/media
+	Args       []string // extra serve flags
+	NoFile     int      // RLIMIT_NOFILE soft limit of the child when > 0, through prlimit
+	NoFileHard int      // its hard limit (0: the same as NoFile)
 }
 
 // Server is one running voicesvc process started by the suite. Its output
@@ -62,7 +63,11 @@ func (s *Suite) StartServer(name string, o ServerOpts) (*Server, error) {
 	path := s.Bin
 	if o.NoFile > 0 {
 		// prlimit execs the binary, so the PID we hold is the server's.
-		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.NoFile, o.NoFile), s.Bin}, args...)
+		hard := o.NoFileHard
+		if hard == 0 {
+			hard = o.NoFile
+		}
+		args = append([]string{fmt.Sprintf("--nofile=%d:%d", o.NoFile, hard), s.Bin}, args...)
 		path = "prlimit"
 	}
 	cmd := exec.Command(path, args...)
