@@ -302,7 +302,13 @@ func probeServerKillMidClone(ctx context.Context, s *Suite) (string, bool) {
 		srv.Kill()
 		return "clone: " + r.Outcome(), false
 	}
-	st := Call("GET", srv.API+"/jobs/"+job, nil, "X-API-Key", e.Key).Data()["status"]
+	// Kill it while the job runs (or as soon as the job is past pending, if
+	// it finishes within one poll).
+	var st any
+	waitFor(10*time.Second, func() bool {
+		st = Call("GET", srv.API+"/jobs/"+job, nil, "X-API-Key", e.Key).Data()["status"]
+		return st != "pending"
+	})
 	srv.Kill()
 	srv2, err := s.StartServer("killclone-b", ServerOpts{Dir: dir})
 	if err != nil {
