@@ -207,10 +207,10 @@ func summaryPoints(samples []soakSample, d time.Duration) []summaryPoint {
 		}
 		return best
 	}
-	last := samples[len(samples)-1]
+	last, mid := samples[len(samples)-1], nearest(d/2)
 	return []summaryPoint{
 		{"start", samples[0]},
-		{fmtMin(d / 2), nearest(d / 2)},
+		{fmtMin(mid.at), mid},
 		{fmtMin(last.at), last},
 	}
 }

@@ -58,6 +58,16 @@ func run(args []string) int {
 	if *fast {
 		probes = chaos.FastProbes()
 	}
+	// A probe that hangs past its own limits must not hang the run: past
+	// the bound plus a minute the suite cleans up and fails.
+	watchdog := time.AfterFunc(*limit+time.Minute, func() {
+		fmt.Fprintf(os.Stderr, "chaos: run exceeded %v; stopping\n", *limit)
+		go s.Close()
+		time.Sleep(20 * time.Second)
+		fmt.Println("0 passed, 1 failed")
+		os.Exit(1)
+	})
+	defer watchdog.Stop()
 	start := time.Now()
 	results := s.Run(ctx, probes, filter)
 	ok := chaos.Report(os.Stdout, results)
