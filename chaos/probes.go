@@ -19,7 +19,7 @@ func Probes() []Probe {
 			Expected: "out of credits: billed == chars synthesized; 1008"},
 		{Name: "revoke-sqlite", Fast: true, Run: probeRevocationSQLite,
 			Expected: "key revoked: fatal unauthorized, close 4401 <= 2 s"},
-		{Name: "deleted-voice-preview", Run: probeDeletedPreview,
+		{Name: "deleted-voice-preview", Fast: true, Run: probeDeletedPreview,
 			Expected: "clone, preview 200, delete voice, preview 404"},
 		{Name: "abandoned-ws-1000", Run: probeAbandonedSessions,
 			Expected: "1000 vanished sessions: goroutines, fds back to base"},
