@@ -121,13 +121,13 @@ func probeStoreDown(ctx context.Context, s *Suite) (string, bool) {
 	if stopErr != nil || startErr != nil {
 		return fmt.Sprintf("cluster control failed: %v %v", stopErr, startErr), false
 	}
-	ok := recovered && srv.Alive() && badRA == 0 && during["503 store_unavailable"] > 0
+	ok := recovered && srv.Alive() && badRA == 0 && during["503 store_unavailable"] > 0 && len(other) == 0
 	for k := range during {
 		if !strings.HasPrefix(k, "2") && k != "503 store_unavailable" {
 			ok = false
 		}
 	}
-	return fmt.Sprintf("during outage %s (Retry-After != 1: %d); 5xx outside it %s; recovered=%v",
+	return fmt.Sprintf("during outage %s (Retry-After != 1: %d); 5xx or dropped outside it %s; recovered=%v",
 		counts(during), badRA, counts(other), recovered), ok
 }
 
