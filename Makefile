@@ -8,7 +8,7 @@ BIN     := bin/voicesvc
 ADDR    ?= 127.0.0.1:8080
 DB      ?= sqlite://./data/voicesvc.db
 
-.PHONY: deps build run test test-go test-e2e bench fuzz vet clean
+.PHONY: deps build run test test-go test-e2e bench fuzz vet clean chaos chaos-fast soak
 
 deps:
 	@bash scripts/deps.sh
@@ -56,3 +56,19 @@ vet:
 
 clean:
 	rm -rf bin
+
+# The hardening suite (README "Chaos and soak"): every probe against the real
+# binary on loopback, a table and "N passed, M failed"; at most 10 minutes.
+CHAOS_FLAGS ?=
+chaos: build
+	$(GO) run ./cmd/voicesvc-chaos -bin $(BIN) -timeout 10m $(CHAOS_FLAGS)
+
+# The fast probes (about 30 s, no root), as a Go test; make test runs it.
+chaos-fast: build
+	VOICESVC_BIN=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout 5m -run TestChaosFast ./chaos
+
+# Steady mixed traffic for SOAK_DURATION (default 1h), sampling the server's
+# RSS, goroutines and fds each minute; CSV and summary in chaos/results/.
+SOAK_DURATION ?= 1h
+soak: build
+	$(GO) run ./cmd/voicesvc-chaos soak -bin $(BIN) -duration $(SOAK_DURATION) -out chaos/results
