@@ -75,10 +75,10 @@ func BenchmarkOpusEncode(b *testing.B) {
 	rt.report(b, 1)
 }
 
-// BenchmarkPCM: one second at 24 kHz into each raw format.
+// BenchmarkPCM: one second at 24 kHz into each raw format (G.711 too).
 func BenchmarkPCM(b *testing.B) {
 	in := voiceLike(24000, 24000)
-	for _, f := range pcmFormats {
+	for _, f := range append(pcmFormats, g711Formats...) {
 		b.Run(string(f), func(b *testing.B) {
 			buf := make([]byte, 0, 8*len(in))
 			b.SetBytes(int64(len(in) * f.BytesPerSample()))
@@ -95,7 +95,7 @@ func BenchmarkPCM(b *testing.B) {
 // through the whole per-stream conversion, at the default 24000 Hz.
 func BenchmarkPipeline(b *testing.B) {
 	chunk := voiceLike(441, 22050)
-	for _, f := range []Format{S16LE, F32LE, WAV, Opus, MP3} {
+	for _, f := range []Format{S16LE, F32LE, WAV, Opus, MP3, MuLaw, ALaw} {
 		if f == MP3 && !MP3Available {
 			continue
 		}
