@@ -1,6 +1,24 @@
 // Package codec converts the engine's float32 mono audio into the formats
-// clients ask for (raw PCM, WAV, Opus, MP3), resamples it with libsoxr, and
-// decodes uploaded clips back to float32 mono.
+// clients ask for, resamples it with libsoxr, and decodes uploaded clips
+// back to float32 mono.
+//
+// A Pipeline per stream does the whole conversion; NewPipeline picks the
+// encoder from the Format:
+//
+//   - raw: s16le, s24le, s32le, f32le, f64le (linear PCM) and mulaw, alaw
+//     (G.711, one byte per sample, telephony), at any rate; IsPCM is true
+//     for all of them, IsLinearPCM only for the first five;
+//   - wav: 16-bit PCM WAV, streamed with unknown sizes;
+//   - opus: bare 20 ms Opus packets at 48 kHz (the realtime WebSocket);
+//   - mp3: CBR MP3 through libmp3lame (not in builds tagged nomp3);
+//   - ogg_opus (OggOpus): an Ogg Opus file at 48 kHz, pages streamed as
+//     packets arrive (OggOpusWriter);
+//   - flac (FLAC): streamable 16-bit mono FLAC through libFLAC
+//     (FLACEncoder).
+//
+// ParseFormat accepts the output_format names only (the raw formats, wav,
+// opus, mp3); OggOpus and FLAC are containers the compatible endpoint
+// selects by its own response_format names.
 package codec
 
 import (
