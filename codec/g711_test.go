@@ -137,6 +137,12 @@ func TestG711Edges(t *testing.T) {
 			t.Errorf("ParseFormat(%q) = %q, %v", f, g, ok)
 		}
 	}
+	// The containers are not output_format names.
+	for _, f := range []Format{OggOpus, FLAC} {
+		if _, ok := ParseFormat(string(f)); ok || f.IsPCM() || f.BytesPerSample() != 0 {
+			t.Errorf("%s: ParseFormat accepts it or it counts as raw", f)
+		}
+	}
 }
 
 // TestPipelineG711: a 1 kHz tone at telephony and other rates through the
