@@ -75,10 +75,10 @@ func BenchmarkOpusEncode(b *testing.B) {
 	rt.report(b, 1)
 }
 
-// BenchmarkPCM: one second at 24 kHz into each raw format.
+// BenchmarkPCM: one second at 24 kHz into each raw format (G.711 too).
 func BenchmarkPCM(b *testing.B) {
 	in := voiceLike(24000, 24000)
-	for _, f := range pcmFormats {
+	for _, f := range append(pcmFormats, g711Formats...) {
 		b.Run(string(f), func(b *testing.B) {
 			buf := make([]byte, 0, 8*len(in))
 			b.SetBytes(int64(len(in) * f.BytesPerSample()))
@@ -95,7 +95,7 @@ func BenchmarkPCM(b *testing.B) {
 // through the whole per-stream conversion, at the default 24000 Hz.
 func BenchmarkPipeline(b *testing.B) {
 	chunk := voiceLike(441, 22050)
-	for _, f := range []Format{S16LE, F32LE, WAV, Opus, MP3} {
+	for _, f := range []Format{S16LE, F32LE, WAV, Opus, MP3, MuLaw, ALaw, OggOpus, FLAC} {
 		if f == MP3 && !MP3Available {
 			continue
 		}
@@ -116,4 +116,45 @@ func BenchmarkPipeline(b *testing.B) {
 			rt.report(b, 0.020)
 		})
 	}
+}
+
+// BenchmarkFLACEncode: one second at 24 kHz in 20 ms chunks, libFLAC
+// level 5.
+func BenchmarkFLACEncode(b *testing.B) {
+	in := voiceLike(24000, 24000)
+	e, err := NewFLACEncoder(24000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	buf := make([]byte, 0, 64<<10)
+	b.ReportAllocs()
+	rt := startRealtime()
+	for b.Loop() {
+		for i := 0; i < len(in); i += 480 {
+			if buf, err = e.Encode(buf[:0], in[i:i+480]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	rt.report(b, 1)
+}
+
+// BenchmarkOggOpus: one second at 48 kHz into Ogg Opus pages; against
+// BenchmarkOpusEncode it shows the muxing cost.
+func BenchmarkOggOpus(b *testing.B) {
+	in := voiceLike(OpusRate, OpusRate)
+	w, err := NewOggOpusWriter(24000, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	nop := func([]byte) error { return nil }
+	b.ReportAllocs()
+	rt := startRealtime()
+	for b.Loop() {
+		if err := w.Write(in, nop); err != nil {
+			b.Fatal(err)
+		}
+	}
+	rt.report(b, 1)
 }

@@ -1,6 +1,24 @@
 // Package codec converts the engine's float32 mono audio into the formats
-// clients ask for (raw PCM, WAV, Opus, MP3), resamples it with libsoxr, and
-// decodes uploaded clips back to float32 mono.
+// clients ask for, resamples it with libsoxr, and decodes uploaded clips
+// back to float32 mono.
+//
+// A Pipeline per stream does the whole conversion; NewPipeline picks the
+// encoder from the Format:
+//
+//   - raw: s16le, s24le, s32le, f32le, f64le (linear PCM) and mulaw, alaw
+//     (G.711, one byte per sample, telephony), at any rate; IsPCM is true
+//     for all of them, IsLinearPCM only for the first five;
+//   - wav: 16-bit PCM WAV, streamed with unknown sizes;
+//   - opus: bare 20 ms Opus packets at 48 kHz (the realtime WebSocket);
+//   - mp3: CBR MP3 through libmp3lame (not in builds tagged nomp3);
+//   - ogg_opus (OggOpus): an Ogg Opus file at 48 kHz, pages streamed as
+//     packets arrive (OggOpusWriter);
+//   - flac (FLAC): streamable 16-bit mono FLAC through libFLAC
+//     (FLACEncoder).
+//
+// ParseFormat accepts the output_format names only (the raw formats, wav,
+// opus, mp3); OggOpus and FLAC are containers the compatible endpoint
+// selects by its own response_format names.
 package codec
 
 import (
@@ -22,6 +40,19 @@ const (
 	WAV   Format = "wav"
 	Opus  Format = "opus"
 	MP3   Format = "mp3"
+	// MuLaw and ALaw are G.711 telephony audio: one byte per sample, mono,
+	// headerless like the raw PCM formats.
+	MuLaw Format = "mulaw"
+	ALaw  Format = "alaw"
+)
+
+// Containers for the compatible endpoint's response_format. They are not
+// output_format names, so ParseFormat refuses them: the endpoint maps its
+// own names ("opus" there is Ogg Opus, while output_format "opus" is bare
+// 20 ms packets) and passes these to NewPipeline.
+const (
+	OggOpus Format = "ogg_opus" // Ogg Opus file, audio/ogg
+	FLAC    Format = "flac"     // 16-bit mono FLAC, audio/flac
 )
 
 // ParseFormat accepts the exact lower-case names only: the interface is
@@ -29,16 +60,18 @@ const (
 // servers in a deployment refuse.
 func ParseFormat(s string) (Format, bool) {
 	switch f := Format(s); f {
-	case S16LE, S24LE, S32LE, F32LE, F64LE, WAV, Opus, MP3:
+	case S16LE, S24LE, S32LE, F32LE, F64LE, WAV, Opus, MP3, MuLaw, ALaw:
 		return f, true
 	}
 	return "", false
 }
 
-// BytesPerSample is the size of one mono sample for raw PCM formats and 0
-// for containers and codecs.
+// BytesPerSample is the size of one mono sample for the raw formats (linear
+// PCM and G.711) and 0 for containers and codecs.
 func (f Format) BytesPerSample() int {
 	switch f {
+	case MuLaw, ALaw:
+		return 1
 	case S16LE:
 		return 2
 	case S24LE:
@@ -51,8 +84,20 @@ func (f Format) BytesPerSample() int {
 	return 0
 }
 
-// IsPCM reports whether f is headerless raw PCM.
+// IsPCM reports whether f is headerless raw samples of a fixed width:
+// linear PCM or G.711 (whose own title is "pulse code modulation"). Such a
+// stream is cut anywhere between samples, its duration is bytes divided by
+// BytesPerSample and the rate, and AppendPCM and DecodePCM handle it. Code
+// that needs linear samples (a WAV header's bit depth, a format's value
+// range) asks IsLinearPCM.
 func (f Format) IsPCM() bool { return f.BytesPerSample() > 0 }
+
+// IsLinearPCM reports whether f is raw linear PCM (integer or float), not
+// companded G.711.
+func (f Format) IsLinearPCM() bool { return f.IsPCM() && !f.IsG711() }
+
+// IsG711 reports whether f is mu-law or A-law.
+func (f Format) IsG711() bool { return f == MuLaw || f == ALaw }
 
 // maxF32 is the largest float32 below 1: f32le output promises [-1, 1).
 var maxF32 = math.Nextafter32(1, 0)
@@ -67,8 +112,9 @@ func grow(b []byte, n int) []byte {
 	return b[:len(b)+n]
 }
 
-// DecodePCM decodes raw PCM bytes of format f to float32 samples. The input
-// must hold whole samples.
+// DecodePCM decodes raw bytes of format f (linear PCM, or G.711 expanded to
+// the middle of each code's step) to float32 samples. The input must hold
+// whole samples.
 func DecodePCM(f Format, b []byte) ([]float32, error) {
 	n := f.BytesPerSample()
 	if n == 0 {
@@ -78,7 +124,14 @@ func DecodePCM(f Format, b []byte) ([]float32, error) {
 		return nil, fmt.Errorf("%w: %d bytes is not a whole number of %s samples", ErrCorrupt, len(b), f)
 	}
 	out := make([]float32, len(b)/n)
-	decodeInts(out, b, f)
+	switch f {
+	case MuLaw:
+		decodeG711(out, b, &muLawFloat)
+	case ALaw:
+		decodeG711(out, b, &aLawFloat)
+	default:
+		decodeInts(out, b, f)
+	}
 	return out, nil
 }
 

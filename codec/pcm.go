@@ -7,9 +7,10 @@ import (
 	"unsafe"
 )
 
-// AppendPCM appends samples encoded as the raw PCM format f to dst and
-// returns the extended slice. Values are clipped to [-1, 1). It panics if f
-// is not a PCM format: that is a programming error, Pipeline checks first.
+// AppendPCM appends samples encoded as the raw format f (linear PCM or
+// G.711) to dst and returns the extended slice. Values are clipped to
+// [-1, 1). It panics if f is not a raw format: that is a programming error,
+// Pipeline checks first.
 //
 // Every byte of output passes through here, so the loops are written for
 // speed (issue 3 asks for 20,000x real time): dst grows once to its final
@@ -35,6 +36,10 @@ func AppendPCM(dst []byte, f Format, samples []float32) []byte {
 		putF32(out, samples)
 	case F64LE:
 		putF64(out, samples)
+	case MuLaw:
+		putMuLaw(out, samples)
+	case ALaw:
+		putALaw(out, samples)
 	}
 	return dst
 }

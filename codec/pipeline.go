@@ -11,6 +11,8 @@ type Pipeline struct {
 	rate    int
 	rs      *Resampler // nil when no rate change is needed
 	opus    *OpusPacketizer
+	ogg     *OggOpusWriter
+	flac    *FLACEncoder
 	mp3     *MP3Encoder
 	header  bool // WAV header still to send
 	flushed bool // the stream has ended: encoders are spent
@@ -20,8 +22,11 @@ type Pipeline struct {
 }
 
 // NewPipeline converts from inRate to format f at outRate. WAV streams a
-// 16-bit header (sizes unknown) then s16le; Opus always runs at 48 kHz;
-// MP3 runs at MP3Rate(outRate). Rate reports the effective rate.
+// 16-bit header (sizes unknown) then s16le; mu-law and A-law are raw like
+// s16le, one byte per sample; Opus and Ogg Opus always run at 48 kHz (the
+// Ogg header records inRate as the input rate); MP3 runs at
+// MP3Rate(outRate); FLAC is 16-bit at outRate. Rate reports the effective
+// rate.
 func NewPipeline(inRate int, f Format, outRate int) (*Pipeline, error) {
 	if inRate <= 0 || outRate <= 0 {
 		return nil, fmt.Errorf("codec: pipeline %d -> %d Hz: rates must be positive", inRate, outRate)
@@ -35,6 +40,11 @@ func NewPipeline(inRate int, f Format, outRate int) (*Pipeline, error) {
 	case f == Opus:
 		p.rate = OpusRate
 		p.opus, err = NewOpusPacketizer(0)
+	case f == OggOpus:
+		p.rate = OpusRate
+		p.ogg, err = NewOggOpusWriter(inRate, 0)
+	case f == FLAC:
+		p.flac, err = NewFLACEncoder(outRate)
 	case f == MP3:
 		p.rate = MP3Rate(outRate)
 		p.mp3, err = NewMP3Encoder(p.rate, 0)
@@ -58,7 +68,8 @@ func (p *Pipeline) Rate() int { return p.rate }
 func (p *Pipeline) Format() Format { return p.format }
 
 // Write converts samples and passes the result to emit in whole units:
-// PCM bytes of whole samples, one Opus packet per call, or MP3 bytes. The
+// raw bytes of whole samples, one Opus packet per call, whole Ogg pages,
+// whole FLAC frames (the first call also the stream header), or MP3 bytes. The
 // slice given to emit is only valid during the call. An error from emit is
 // returned as is, and the stream should then be abandoned.
 func (p *Pipeline) Write(samples []float32, emit func(b []byte) error) error {
@@ -105,6 +116,14 @@ func (p *Pipeline) Flush(emit func(b []byte) error) error {
 	switch {
 	case p.opus != nil:
 		return p.opus.Flush(emit)
+	case p.ogg != nil:
+		return p.ogg.Flush(emit)
+	case p.flac != nil:
+		var err error
+		if p.out, err = p.flac.Flush(p.out[:0]); err != nil {
+			return err
+		}
+		return emitNonEmpty(p.out, emit)
 	case p.mp3 != nil:
 		var err error
 		if p.out, err = p.mp3.Flush(p.out[:0]); err != nil {
@@ -120,6 +139,10 @@ func (p *Pipeline) encode(samples []float32, emit func([]byte) error) error {
 	switch {
 	case p.opus != nil:
 		return p.opus.Write(samples, emit)
+	case p.ogg != nil:
+		return p.ogg.Write(samples, emit)
+	case p.flac != nil:
+		p.out, err = p.flac.Encode(p.out[:0], samples)
 	case p.mp3 != nil:
 		p.out, err = p.mp3.Encode(p.out[:0], samples)
 	case p.header:
@@ -153,6 +176,9 @@ func (p *Pipeline) Close() error {
 	}
 	if p.mp3 != nil {
 		p.mp3.Close()
+	}
+	if p.flac != nil {
+		p.flac.Close()
 	}
 	return nil
 }

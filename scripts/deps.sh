@@ -9,6 +9,7 @@ pkgs=(
   libespeak-ng-dev espeak-ng espeak-ng-data   # the embedded engine
   libopus-dev libopusfile-dev opus-tools      # Opus encode, Ogg Opus clips
   libmp3lame-dev lame                         # MP3 encode, MP3 test clips
+  libflac-dev                                 # FLAC encode (compat response_format flac)
   libsoxr-dev                                 # resampling
   sox libsox-fmt-all flac                     # test clips in every container
   nodejs npm                                  # e2e suite with the openai SDK
