@@ -8,7 +8,7 @@ BIN     := bin/voicesvc
 ADDR    ?= 127.0.0.1:8080
 DB      ?= sqlite://./data/voicesvc.db
 
-.PHONY: deps build run test test-go test-e2e bench fuzz vet clean chaos chaos-fast soak
+.PHONY: deps build run test test-go test-e2e bench fuzz vet clean chaos chaos-fast soak install
 
 deps:
 	@bash scripts/deps.sh
@@ -53,6 +53,16 @@ fuzz:
 
 vet:
 	$(GO) vet ./...
+
+# Installs the binary, the systemd unit (deploy/voicesvc.service, pointed at
+# this PREFIX) and the README. DESTDIR stages a package root.
+PREFIX ?= /usr/local
+install: build
+	install -D -m 0755 $(BIN) $(DESTDIR)$(PREFIX)/bin/voicesvc
+	install -D -m 0644 deploy/voicesvc.service $(DESTDIR)$(PREFIX)/lib/systemd/system/voicesvc.service
+	sed -i 's#/usr/local/bin/voicesvc#$(PREFIX)/bin/voicesvc#; s#/usr/local/share/doc#$(PREFIX)/share/doc#' \
+	  $(DESTDIR)$(PREFIX)/lib/systemd/system/voicesvc.service
+	install -D -m 0644 README.md $(DESTDIR)$(PREFIX)/share/doc/voicesvc/README.md
 
 clean:
 	rm -rf bin

@@ -1,0 +1,122 @@
+// Package deploy holds the files that run voicesvc outside a checkout (a
+// container image, a compose file, a systemd unit); its tests check them.
+package deploy
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// requireTool finds a command; CI must have it (scripts/deps.sh), a
+// developer's machine may not.
+func requireTool(t *testing.T, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("%s is required in CI: %v", name, err)
+		}
+		t.Skipf("%s not found; skipping outside CI", name)
+	}
+	return p
+}
+
+// TestInstallAndVerifyUnit: `make install` puts the binary, the unit and the
+// README under PREFIX, the installed unit runs the installed binary, and
+// systemd accepts the unit with every hardening option it carries.
+func TestInstallAndVerifyUnit(t *testing.T) {
+	analyze := requireTool(t, "systemd-analyze")
+	prefix := t.TempDir()
+	cmd := exec.Command("make", "-s", "install", "PREFIX="+prefix)
+	cmd.Dir = ".."
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make install: %v\n%s", err, out)
+	}
+	bin := filepath.Join(prefix, "bin", "voicesvc")
+	unit := filepath.Join(prefix, "lib", "systemd", "system", "voicesvc.service")
+	for path, mode := range map[string]os.FileMode{bin: 0o755, unit: 0o644,
+		filepath.Join(prefix, "share", "doc", "voicesvc", "README.md"): 0o644} {
+		st, err := os.Stat(path)
+		if err != nil || st.Mode().Perm() != mode {
+			t.Fatalf("%s: %v, mode %v, want %v", path, err, st, mode)
+		}
+	}
+	b, err := os.ReadFile(unit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	if !strings.Contains(text, "ExecStart="+bin+" serve") {
+		t.Fatalf("installed unit does not run %s:\n%s", bin, text)
+	}
+	for _, opt := range []string{"DynamicUser=yes", "ProtectSystem=strict", "NoNewPrivileges=yes",
+		"StateDirectory=voicesvc", "LimitNOFILE="} {
+		if !strings.Contains(text, opt) {
+			t.Errorf("unit lacks %s", opt)
+		}
+	}
+	if out, err := exec.Command(analyze, "verify", unit).CombinedOutput(); err != nil || len(out) > 0 {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(bin, "serve", "--help").CombinedOutput(); err != nil {
+		t.Fatalf("installed binary: %v\n%s", err, out)
+	}
+}
+
+// TestDockerfileRuntime: the image's runtime stage installs a package for
+// every library the binary links dynamically (what ldd lists from
+// /lib or /usr/lib, glibc aside), so the image starts. The image itself
+// needs a Docker engine to build, which CI does not run.
+func TestDockerfileRuntime(t *testing.T) {
+	requireTool(t, "ldd")
+	dpkg := requireTool(t, "dpkg")
+	bin := filepath.Join(t.TempDir(), "voicesvc")
+	build := exec.Command("go", "build", "-o", bin, "../cmd/voicesvc")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	df, err := os.ReadFile("Dockerfile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := string(df[strings.LastIndex(string(df), "FROM "):])
+	out, err := exec.Command("ldd", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Direct dependencies only: the packages' own dependencies come with them.
+	direct, _ := exec.Command("sh", "-c", "objdump -p "+bin+" | awk '/NEEDED/{print $2}'").Output()
+	needed := strings.Fields(string(direct))
+	if len(needed) == 0 {
+		t.Fatalf("no NEEDED entries found in %s (ldd: %s)", bin, out)
+	}
+	for _, lib := range needed {
+		if strings.HasPrefix(lib, "libc.so") || strings.HasPrefix(lib, "libm.so") || strings.HasPrefix(lib, "ld-linux") {
+			continue // glibc, in every Debian image
+		}
+		path := ""
+		for _, line := range strings.Split(string(out), "\n") {
+			if f := strings.Fields(line); len(f) >= 3 && f[0] == lib {
+				path = f[2]
+			}
+		}
+		owner, err := exec.Command(dpkg, "-S", path).Output()
+		if err != nil && strings.HasPrefix(path, "/lib/") { // merged /usr: dpkg knows one spelling
+			owner, err = exec.Command(dpkg, "-S", "/usr"+path).Output()
+		}
+		if path == "" || err != nil {
+			t.Fatalf("%s (%s): no Debian package owns it: %v", lib, path, err)
+		}
+		pkg := strings.SplitN(strings.TrimSpace(string(owner)), ":", 2)[0]
+		if !strings.Contains(runtime, " "+pkg+" ") && !strings.Contains(runtime, " "+pkg+"\n") {
+			t.Errorf("%s comes from %s, which the Dockerfile's runtime stage does not install", lib, pkg)
+		}
+	}
+	if !strings.Contains(runtime, "espeak-ng-data") || !strings.Contains(runtime, "HEALTHCHECK") ||
+		!strings.Contains(runtime, "USER voicesvc") {
+		t.Errorf("runtime stage lacks espeak-ng-data, the health check or the non-root user")
+	}
+}
