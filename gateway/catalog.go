@@ -9,6 +9,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine"
+	"voicesvc/langtag"
 )
 
 // CatalogWorkspaceID owns the public catalog voices. It is a constant so
@@ -53,7 +54,7 @@ func catalogVoices(cat []engine.CatalogVoice, now int64) ([]*control.Voice, erro
 			return nil, fmt.Errorf("gateway: catalog alias %q is invalid or repeated", c.Alias)
 		}
 		seen[c.Alias] = true
-		lang, ok := canonicalLanguage(c.Language)
+		lang, ok := langtag.Canonical(c.Language)
 		if !ok {
 			return nil, fmt.Errorf("gateway: catalog voice %q: bad language %q", c.Alias, c.Language)
 		}

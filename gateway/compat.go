@@ -13,6 +13,7 @@ import (
 
 	"voicesvc/codec"
 	"voicesvc/control"
+	"voicesvc/langtag"
 	"voicesvc/synth"
 )
 
@@ -181,12 +182,17 @@ func parseCompat(body []byte) (compatRequest, string, error) {
 	}
 
 	lang, present, ok := jsonString(m["language"])
-	if !ok || present && lang != "" && !synth.WellFormedTag(lang) {
+	if !ok || present && lang != "" && !wellFormed(lang) {
 		return in, "language", control.Errorf(control.EInvalidLanguage, "language must be a BCP-47 tag such as \"en\" or \"hi\"")
 	}
 	o.Language = lang
 	in.voice, in.opts = voice, o
 	return in, "", nil
+}
+
+func wellFormed(tag string) bool {
+	_, ok := langtag.Canonical(tag)
+	return ok
 }
 
 // jsonString decodes an optional JSON string: present is false when the

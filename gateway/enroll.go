@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/langtag"
 )
 
 // Enroll and clone uploads (interface 4.8, 4.9; decisions.md "Voices").
@@ -126,7 +127,7 @@ func (s *Server) checkUpload(f *uploadForm) (*control.Clip, error) {
 	}
 	clip := &control.Clip{Data: f.file, Filename: sanitizeFilename(f.filename), RefText: f.refText}
 	if f.language != "" {
-		tag, ok := canonicalLanguage(f.language)
+		tag, ok := langtag.Canonical(f.language)
 		if !ok {
 			return nil, control.Errorf(control.EInvalidLanguage, "language: %q is not a BCP-47 language tag", f.language)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/langtag"
 )
 
 // Seeds live in testdata/fuzz/<name>/; `go test` runs them, `go test
@@ -34,7 +35,7 @@ func checkVoiceInput(t *testing.T, body []byte, in *voiceInput, err error) {
 		t.Fatalf("bad name accepted: %q", *in.name)
 	}
 	if in.language != nil {
-		if again, ok := canonicalLanguage(*in.language); !ok || again != *in.language {
+		if again, ok := langtag.Canonical(*in.language); !ok || again != *in.language {
 			t.Fatalf("language %q not canonical", *in.language)
 		}
 	}

@@ -12,44 +12,6 @@ import (
 	"voicesvc/control"
 )
 
-func TestCanonicalLanguage(t *testing.T) {
-	tests := []struct {
-		in, want string
-		ok       bool
-	}{
-		{"en", "en", true},
-		{"EN-us", "en-US", true},
-		{"zh-hant-tw", "zh-Hant-TW", true},
-		{"pt-BR", "pt-BR", true},
-		{"es-419", "es-419", true},
-		{"yue", "yue", true},
-		{"de-CH-1996", "de-CH-1996", true},
-		{"e", "", false},
-		{"english", "", false},
-		{"en_US", "", false},
-		{"en-", "", false},
-		{"-en", "", false},
-		{"en--us", "", false},
-		{"12", "", false},
-		{"en-abcdefghi", "", false},
-		{"", "", false},
-	}
-	for _, tt := range tests {
-		got, ok := canonicalLanguage(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("canonicalLanguage(%q) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-	for _, tt := range []struct {
-		tag  string
-		want bool
-	}{{"en", true}, {"en-IN", true}, {"EN-US", true}, {"hi", true}, {"fr", false}} {
-		if got := supportsLanguage([]string{"en-us", "en-gb", "hi"}, tt.tag); got != tt.want {
-			t.Errorf("supportsLanguage(%q) = %v", tt.tag, got)
-		}
-	}
-}
-
 // appendString must agree with encoding/json on every string.
 func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 	for _, s := range []string{"", "plain", `q"b\s`, "tab\t nl\n cr\r", "\x00\x1f", "<a&b>", "é ü 日本",

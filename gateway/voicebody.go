@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"voicesvc/control"
+	"voicesvc/langtag"
 )
 
 // voiceBody is the JSON of POST /voices and PATCH /voices/{id}. Pointers
@@ -105,7 +106,7 @@ func (vb *voiceBody) validate() (*voiceInput, error) {
 		in.description = vb.Description
 	}
 	if vb.PrimaryLanguage != nil {
-		tag, ok := canonicalLanguage(*vb.PrimaryLanguage)
+		tag, ok := langtag.Canonical(*vb.PrimaryLanguage)
 		if !ok {
 			return nil, control.Errorf(control.EInvalidLanguage, "primary_language: %q is not a BCP-47 language tag", *vb.PrimaryLanguage)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/langtag"
 )
 
 // The voices resource (decisions.md "Voices"). Each handler: parse, call
@@ -112,7 +113,7 @@ func parseVoiceFilter(args *fasthttp.Args) (control.VoiceFilter, error) {
 		}
 	}
 	if args.Has("language") {
-		tag, ok := canonicalLanguage(string(args.Peek("language")))
+		tag, ok := langtag.Canonical(string(args.Peek("language")))
 		if !ok {
 			return f, control.Errorf(control.EInvalidLanguage, "language: not a BCP-47 language tag")
 		}

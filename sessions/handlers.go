@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"voicesvc/control"
-	"voicesvc/engine"
 	"voicesvc/jsonw"
+	"voicesvc/synth"
 )
 
 // findLocked returns the open task with that context_id.
@@ -22,8 +22,9 @@ func (s *session) findLocked(id string) *task {
 
 // taskStart opens a context. Everything that can refuse it (fields, limits,
 // the voice, credits) is checked before it is billed or opened.
-func (s *session) taskStart(m message) (bool, error) {
-	p, e := parseStart(m, s.cfg.IdleFlush, s.deps.Engine.Languages())
+func (s *session) taskStart(m *synth.Fields) (bool, error) {
+	langs := s.deps.Engine.Languages()
+	p, e := parseStart(m, s.cfg.IdleFlush, langs)
 	if e != nil {
 		s.reject(e)
 		return false, nil
@@ -49,42 +50,28 @@ func (s *session) taskStart(m message) (bool, error) {
 			s.reject(me)
 			return false, nil
 		}
-		return true, s.fatal(p.contextID, codeInternal, "internal error", closeInternal, err)
+		return true, s.fatal(p.contextID, control.EInternal, "internal error", closeInternal, err)
+	}
+	// The voice's settings under the request's fields, and the engine's
+	// tag for the language: the same merge as every transport.
+	req, err := synth.Prepare(voice, p.opts, langs)
+	if err != nil {
+		s.reject(refusal(p.contextID, err))
+		return false, nil
 	}
 	if _, end, err := s.charge(p.contextID, p.textChars); end {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.format, rate: p.rate, idleFlush: p.idleFlush, start: time.Now(),
-		req: engine.Request{Language: p.language, Profile: voice.Profile, Params: params(p, voice)}}
+		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req}
 	s.mu.Lock()
 	s.tasks = append(s.tasks, t)
 	f := getFrame()
 	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
 	s.pushLocked(f, true) // before any audio of the task can be queued
-	t.appendLocked(p.text, p.finalize)
+	t.appendLocked(p.opts.Text, p.finalize)
 	s.mu.Unlock()
 	return false, nil
-}
-
-// params merges the request over the voice's stored settings.
-func params(p *startParams, v *control.Voice) engine.Params {
-	out := engine.Params{NumStep: p.numStep, GuidanceScale: p.guidance, Expressiveness: p.expressiveness}
-	if st := v.Settings; st != nil {
-		if st.Speed != nil {
-			out.Speed = *st.Speed
-		}
-		if st.Pitch != nil {
-			out.Pitch = *st.Pitch
-		}
-		if st.Volume != nil {
-			out.Volume = *st.Volume
-		}
-	}
-	if p.lengthScale > 0 {
-		out.Speed = 1 / p.lengthScale // length_scale is a duration factor
-	}
-	return out
 }
 
 // voice resolves voice_id; a *msgError is a non-fatal refusal.
@@ -102,7 +89,7 @@ func (s *session) voice(id string) (*control.Voice, error) {
 	case control.ENotFound, control.EVoiceNotReady, control.EInvalidVoiceID:
 		return nil, &msgError{code: codeVoiceNotFound, msg: fmt.Sprintf("voice %q not found", id)}
 	case control.EVoiceNotAllowed:
-		return nil, &msgError{code: codeVoiceNotAllowed, msg: fmt.Sprintf("voice %q is not allowed for this token", id)}
+		return nil, &msgError{code: control.EVoiceNotAllowed, msg: fmt.Sprintf("voice %q is not allowed for this token", id)}
 	}
 	return nil, err
 }
@@ -119,12 +106,12 @@ func (s *session) charge(contextID string, chars int) (c control.Charge, end boo
 		return c, false, nil
 	case control.EInsufficientCredits, control.EQuotaExhausted:
 		// decisions.md: running out mid-session is always this code.
-		return c, true, s.fatal(contextID, codeInsufficient, "not enough characters left for this text", closeCredits, err)
+		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", closeCredits, err)
 	}
-	return c, true, s.fatal(contextID, codeInternal, "internal error", closeInternal, err)
+	return c, true, s.fatal(contextID, control.EInternal, "internal error", closeInternal, err)
 }
 
-func (s *session) taskContinue(m message) (bool, error) {
+func (s *session) taskContinue(m *synth.Fields) (bool, error) {
 	p, e := parseContinue(m)
 	if e != nil {
 		s.reject(e)
@@ -138,7 +125,7 @@ func (s *session) taskContinue(m message) (bool, error) {
 	case t.finalized:
 		e = invalid(p.contextID, "context %q is finalized", p.contextID)
 	case t.waitingChars()+p.textChars > s.cfg.MaxPendingText:
-		e = &msgError{p.contextID, codeTextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)}
+		e = &msgError{p.contextID, control.ETextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)}
 	}
 	s.mu.Unlock()
 	if e != nil {
@@ -166,11 +153,8 @@ func (s *session) taskContinue(m message) (bool, error) {
 	return false, nil
 }
 
-func (s *session) taskCancel(m message) {
-	id, ok, e := m.str("context_id")
-	if e == nil && !ok {
-		e = invalid("", "field context_id is required")
-	}
+func (s *session) taskCancel(m *synth.Fields) {
+	id, e := contextID(m)
 	if e != nil {
 		s.reject(e)
 		return

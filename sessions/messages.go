@@ -1,36 +1,46 @@
 package sessions
 
 import (
-	"encoding/json"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"voicesvc/codec"
+	"voicesvc/control"
+	"voicesvc/langtag"
+	"voicesvc/synth"
 )
 
-// Error frame codes of interface 7 and decisions.md "Realtime WebSocket".
+// Error frame codes (docs/realtime.md#errors). A code the HTTP routes share
+// is control's constant; these are the WebSocket's own.
 const (
-	codeContextExists    = "context_already_exists"
-	codeVoiceNotFound    = "voice_not_found"
-	codeVoiceNotAllowed  = "voice_not_allowed"
-	codeTextTooLong      = "text_too_long"
-	codeTextRequired     = "text_required"
-	codeInvalidLanguage  = "invalid_language"
-	codeInsufficient     = "insufficient_credits"
-	codeInvalidMessage   = "invalid_message"
-	codeTooManyContexts  = "too_many_contexts"
-	codeInternal         = "internal"
-	codeUnavailable      = "unavailable"
-	defaultSampleRate    = 24000 // interface 6.2: native 24000
-	opusRate             = 48000
-	maxTaskStartChars    = 10000 // "10,000 characters or more" is refused
-	defaultNumStep       = 32
-	defaultGuidanceScale = 2.0
+	codeContextExists   = "context_already_exists"
+	codeVoiceNotFound   = "voice_not_found"
+	codeInvalidMessage  = "invalid_message"
+	codeTooManyContexts = "too_many_contexts"
 )
+
+// Session defaults of task_start (docs/realtime.md#task_start).
+const (
+	// maxTaskStartChars: a task_start text of 10,000 characters or more is
+	// refused, one less than the HTTP limit.
+	maxTaskStartChars    = synth.MaxTextChars - 1
+	defaultGuidanceScale = 2.0
+	defaultLanguage      = "en"
+)
+
+// startRules are task_start's synthesis fields under the rules every
+// transport shares (synth), with the WebSocket's own: text may come later,
+// any PCM format or Opus, and an output_format it does not offer means the
+// default (the client reads the real one from task_started).
+var startRules = synth.Rules{
+	Format:          codec.F32LE,
+	Formats:         []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE, codec.Opus},
+	CoerceFormat:    true,
+	TextOptional:    true,
+	MaxTextChars:    maxTaskStartChars,
+	DefaultLanguage: defaultLanguage,
+}
 
 // msgError rejects one client message; fatal errors end the session.
 type msgError struct {
@@ -43,195 +53,110 @@ func invalid(contextID, format string, args ...any) *msgError {
 	return &msgError{contextID: contextID, code: codeInvalidMessage, msg: fmt.Sprintf(format, args...)}
 }
 
-// message is a client message split into its raw fields. A map, not a
-// struct: encoding/json matches struct fields case-insensitively and the
-// protocol's field names are exact.
-type message map[string]json.RawMessage
-
-func parseMessage(b []byte) (message, string, *msgError) {
-	var m message
-	if err := json.Unmarshal(b, &m); err != nil || m == nil {
-		return nil, "", invalid("", "message is not a JSON object")
+// refusal turns a field's *control.Error (from synth) into an error frame.
+// The codes the protocol names for a field pass through; any other refusal
+// of a field, of the wrong type or out of range, is invalid_message, whose
+// message names the field.
+func refusal(contextID string, err error) *msgError {
+	e := control.AsError(err)
+	code := codeInvalidMessage
+	switch e.Code {
+	case control.ETextTooLong, control.ETextRequired, control.EInvalidLanguage:
+		code = e.Code
 	}
-	typ, ok, err := m.str("type")
+	return &msgError{contextID: contextID, code: code, msg: e.Message}
+}
+
+// parseMessage reads a client message through the parser every transport
+// uses, and its type.
+func parseMessage(b []byte) (synth.Fields, string, *msgError) {
+	f, err := synth.Scan(b)
 	if err != nil {
-		return nil, "", err
+		return f, "", invalid("", "message is not a JSON object")
+	}
+	typ, ok, err := synth.String("type", f.Type)
+	if err != nil {
+		return f, "", refusal("", err)
 	}
 	if !ok {
-		return nil, "", invalid("", "field type is required")
+		return f, "", invalid("", "field type is required")
 	}
-	return m, typ, nil
+	return f, typ, nil
 }
 
-// isNull: JSON null counts as an absent field.
-func isNull(raw json.RawMessage) bool { return len(raw) == 0 || string(raw) == "null" }
-
-func (m message) str(field string) (string, bool, *msgError) {
-	raw := m[field]
-	if isNull(raw) {
-		return "", false, nil
+// contextID reads the context_id every message but session_end names.
+func contextID(f *synth.Fields) (string, *msgError) {
+	id, ok, err := synth.String("context_id", f.ContextID)
+	if err != nil {
+		return "", refusal("", err)
 	}
-	var s string
-	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", false, invalid("", "field %s must be a string", field)
+	if !ok || id == "" {
+		return "", invalid("", "field context_id is required")
 	}
-	return s, true, nil
-}
-
-func (m message) boolean(field string) (bool, *msgError) {
-	switch raw := m[field]; {
-	case isNull(raw):
-		return false, nil
-	case string(raw) == "true":
-		return true, nil
-	case string(raw) == "false":
-		return false, nil
-	}
-	return false, invalid("", "field %s must be a boolean", field)
-}
-
-// number accepts JSON numbers only: "24000" (a string) is refused by the
-// protocol (interface 6.2, 9 item 7).
-func (m message) number(field string) (float64, bool, *msgError) {
-	raw := m[field]
-	if isNull(raw) {
-		return 0, false, nil
-	}
-	if c := raw[0]; c != '-' && (c < '0' || c > '9') {
-		return 0, false, invalid("", "field %s must be a JSON number", field)
-	}
-	v, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil || math.IsInf(v, 0) {
-		return 0, false, invalid("", "field %s must be a JSON number", field)
-	}
-	return v, true, nil
-}
-
-func (m message) integer(field string) (int, bool, *msgError) {
-	v, ok, err := m.number(field)
-	if err != nil || !ok {
-		return 0, ok, err
-	}
-	if v != math.Trunc(v) || math.Abs(v) > 1<<31 {
-		return 0, false, invalid("", "field %s must be an integer", field)
-	}
-	return int(v), true, nil
+	return id, nil
 }
 
 // startParams is a validated task_start.
 type startParams struct {
-	contextID, voiceID, text string
-	textChars                int
-	finalize                 bool
-	language                 string
-	format                   codec.Format
-	rate                     int // effective output rate
-	numStep                  int
-	expressiveness           *float64
-	guidance                 float64
-	lengthScale              float64 // 0: not given
-	idleFlush                time.Duration
+	contextID, voiceID string
+	textChars          int
+	finalize           bool
+	opts               synth.Options // text, language, format, rate, engine parameters
+	idleFlush          time.Duration
 }
 
-// parseStart checks the fields of task_start in the order of interface 6.2.
-// Limits that need session state (duplicates, open contexts, the voice)
-// are the caller's.
-func parseStart(m message, defaultIdleFlush time.Duration, languages []string) (*startParams, *msgError) {
-	p := &startParams{language: "en", format: codec.F32LE, rate: defaultSampleRate,
-		numStep: defaultNumStep, guidance: defaultGuidanceScale, idleFlush: defaultIdleFlush}
-	var ok bool
-	var err *msgError
-	if p.contextID, ok, err = m.str("context_id"); err != nil {
-		return nil, err
-	} else if !ok || p.contextID == "" {
-		return nil, invalid("", "field context_id is required")
-	}
-	// From here on errors name the context.
-	fail := func(e *msgError) (*startParams, *msgError) {
-		e.contextID = p.contextID
+// parseStart checks the fields of task_start: its ids, then the shared
+// fields (synth), then the WebSocket's own. Limits that need session state
+// (duplicates, open contexts, the voice) are the caller's.
+func parseStart(f *synth.Fields, defaultIdleFlush time.Duration, languages []string) (*startParams, *msgError) {
+	id, e := contextID(f)
+	if e != nil {
 		return nil, e
 	}
-	if p.voiceID, ok, err = m.str("voice_id"); err != nil {
+	p := &startParams{contextID: id, idleFlush: defaultIdleFlush}
+	fail := func(err error) (*startParams, *msgError) { return nil, refusal(id, err) }
+	voiceID, ok, err := synth.String("voice_id", f.VoiceID)
+	if err != nil {
 		return fail(err)
-	} else if !ok || p.voiceID == "" {
-		return fail(invalid("", "field voice_id is required"))
+	} else if !ok || voiceID == "" {
+		return nil, invalid(id, "field voice_id is required")
 	}
-	if p.text, _, err = m.str("text"); err != nil {
+	p.voiceID = voiceID
+	if p.opts, err = f.Options(startRules); err != nil {
 		return fail(err)
 	}
-	if p.finalize, err = m.boolean("finalize"); err != nil {
+	// The language is checked before the voice is looked up (Prepare checks
+	// it again, by the same rule, with the voice).
+	if _, ok := langtag.Match(p.opts.Language, languages); !ok {
+		return nil, &msgError{id, control.EInvalidLanguage, fmt.Sprintf("language %q is not supported", p.opts.Language)}
+	}
+	if p.finalize, err = synth.Bool("finalize", f.Finalize); err != nil {
 		return fail(err)
 	}
-	if lang, ok, err := m.str("language"); err != nil {
-		return fail(err)
-	} else if ok {
-		if !supportedLanguage(lang, languages) {
-			return fail(&msgError{code: codeInvalidLanguage, msg: fmt.Sprintf("language %q is not supported", lang)})
-		}
-		p.language = lang
-	}
-	// An invalid output_format, whatever its type, falls back to the
-	// default (interface 6.2): the client learns the real one from
-	// task_started.
-	if s, _, _ := m.str("output_format"); s != "" {
-		if f, ok := codec.ParseFormat(s); ok && (f.IsPCM() || f == codec.Opus) {
-			p.format = f
-		}
-	}
-	if v, ok, err := m.integer("sample_rate"); err != nil {
+	guidance := defaultGuidanceScale
+	if v, ok, err := synth.Number("guidance_scale", f.GuidanceScale, 0, 10); err != nil {
 		return fail(err)
 	} else if ok {
-		if v < 8000 || v > 48000 {
-			return fail(invalid("", "field sample_rate must be 8000-48000"))
-		}
-		p.rate = v
+		guidance = v
 	}
-	if p.format == codec.Opus {
-		p.rate = opusRate
-	}
-	if v, ok, err := m.integer("num_step"); err != nil {
+	p.opts.GuidanceScale = &guidance
+	if v, ok, err := synth.Number("length_scale", f.LengthScale, 0, 5); err != nil {
 		return fail(err)
 	} else if ok {
-		if v < 1 || v > 32 {
-			return fail(invalid("", "field num_step must be 1-32"))
+		if v == 0 {
+			return nil, invalid(id, "field length_scale must be greater than 0 and at most 5")
 		}
-		p.numStep = v
+		speed := 1 / v // length_scale is a duration factor
+		p.opts.Speed = &speed
 	}
-	if v, ok, err := m.number("expressiveness"); err != nil {
-		return fail(err)
-	} else if ok {
-		if v < 0 || v > 1 {
-			return fail(invalid("", "field expressiveness must be 0-1"))
-		}
-		p.expressiveness = &v
-	}
-	if v, ok, err := m.number("guidance_scale"); err != nil {
-		return fail(err)
-	} else if ok {
-		if v < 0 || v > 10 {
-			return fail(invalid("", "field guidance_scale must be 0-10"))
-		}
-		p.guidance = v
-	}
-	if v, ok, err := m.number("length_scale"); err != nil {
-		return fail(err)
-	} else if ok {
-		if v <= 0 || v > 5 {
-			return fail(invalid("", "field length_scale must be greater than 0 and at most 5"))
-		}
-		p.lengthScale = v
-	}
-	if v, ok, err := m.integer("idle_flush_ms"); err != nil {
+	if v, ok, err := synth.Integer("idle_flush_ms", f.IdleFlushMS); err != nil {
 		return fail(err)
 	} else if ok {
 		p.idleFlush = time.Duration(min(max(v, 200), 5000)) * time.Millisecond
 	}
-	p.textChars = utf8.RuneCountInString(p.text)
-	if p.textChars >= maxTaskStartChars {
-		return fail(&msgError{code: codeTextTooLong, msg: "text must be under 10000 characters"})
-	}
-	if p.finalize && strings.TrimSpace(p.text) == "" {
-		return fail(&msgError{code: codeTextRequired, msg: "text is required with finalize"})
+	p.textChars = int(control.CountChars(p.opts.Text))
+	if p.finalize && strings.TrimSpace(p.opts.Text) == "" {
+		return nil, &msgError{id, control.ETextRequired, "text is required with finalize"}
 	}
 	return p, nil
 }
@@ -243,49 +168,19 @@ type continueParams struct {
 	finalize        bool
 }
 
-func parseContinue(m message) (*continueParams, *msgError) {
-	p := &continueParams{}
-	var ok bool
-	var err *msgError
-	if p.contextID, ok, err = m.str("context_id"); err != nil {
-		return nil, err
-	} else if !ok || p.contextID == "" {
-		return nil, invalid("", "field context_id is required")
+func parseContinue(f *synth.Fields) (*continueParams, *msgError) {
+	id, e := contextID(f)
+	if e != nil {
+		return nil, e
 	}
-	if p.text, _, err = m.str("text"); err != nil {
-		err.contextID = p.contextID
-		return nil, err
+	p := &continueParams{contextID: id}
+	var err error
+	if p.text, _, err = synth.String("text", f.Text); err != nil {
+		return nil, refusal(id, err)
 	}
-	if p.finalize, err = m.boolean("finalize"); err != nil {
-		err.contextID = p.contextID
-		return nil, err
+	if p.finalize, err = synth.Bool("finalize", f.Finalize); err != nil {
+		return nil, refusal(id, err)
 	}
-	p.textChars = utf8.RuneCountInString(p.text)
+	p.textChars = int(control.CountChars(p.text))
 	return p, nil
-}
-
-// supportedLanguage accepts a BCP-47 tag when the engine lists it or its
-// primary subtag ("en-US" for an engine that speaks "en").
-func supportedLanguage(tag string, languages []string) bool {
-	if tag == "" || len(tag) > 35 {
-		return false
-	}
-	for _, part := range strings.Split(tag, "-") {
-		if part == "" || len(part) > 8 {
-			return false
-		}
-		for i := 0; i < len(part); i++ {
-			c := part[i] | 0x20
-			if !(c >= 'a' && c <= 'z' || part[i] >= '0' && part[i] <= '9') {
-				return false
-			}
-		}
-	}
-	primary, _, _ := strings.Cut(tag, "-")
-	for _, l := range languages {
-		if strings.EqualFold(l, tag) || strings.EqualFold(l, primary) {
-			return true
-		}
-	}
-	return false
 }

@@ -272,11 +272,11 @@ func (s *session) dispatch(b []byte) (end bool, err error) {
 	}
 	switch typ {
 	case "task_start":
-		return s.taskStart(m)
+		return s.taskStart(&m)
 	case "task_continue":
-		return s.taskContinue(m)
+		return s.taskContinue(&m)
 	case "task_cancel":
-		s.taskCancel(m)
+		s.taskCancel(&m)
 		return false, nil
 	case "session_end":
 		f := getFrame()

@@ -7,7 +7,9 @@ import (
 	"unicode/utf8"
 
 	"voicesvc/codec"
+	"voicesvc/control"
 	"voicesvc/engine"
+	"voicesvc/synth"
 )
 
 // task is one synthesis context. An open task that has nothing to say holds
@@ -214,20 +216,18 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	// a context with audio in hand yields to one whose listener waits.
 	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
 	began := time.Now()
-	err = synthesize(ctx, s.deps.Engine, req, func(c engine.Chunk) error {
-		return pipe.Write(c.Samples, send)
-	})
-	if err == nil {
-		err = pipe.Flush(send)
-	}
+	_, err = synth.Run(ctx, patient{s.deps.Engine}, req, pipe, send)
 	t.generate += time.Since(began)
 	t.audio += dur
 	return dur, err
 }
 
-// synthesize retries while the engine pool is full and nothing was emitted
-// yet: for a live session a short wait beats failing the context.
-func synthesize(ctx context.Context, e engine.Engine, req engine.Request, emit func(engine.Chunk) error) error {
+// patient is the engine as a live session uses it: while the pool is full
+// and nothing was emitted yet it waits and tries again, since for a live
+// session a short wait beats failing the context.
+type patient struct{ engine.Engine }
+
+func (p patient) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
 	emitted := false
 	wrapped := func(c engine.Chunk) error {
 		emitted = true
@@ -235,7 +235,7 @@ func synthesize(ctx context.Context, e engine.Engine, req engine.Request, emit f
 	}
 	backoff := 20 * time.Millisecond
 	for waited := time.Duration(0); ; waited += backoff {
-		err := e.Synthesize(ctx, req, wrapped)
+		err := p.Engine.Synthesize(ctx, req, wrapped)
 		if !errors.Is(err, engine.ErrBusy) || emitted || waited >= 3*time.Second {
 			return err
 		}
@@ -312,19 +312,14 @@ func (t *task) failLocked(err error) {
 	}
 	if errors.Is(err, engine.ErrUnavailable) {
 		f := getFrame()
-		f.hdr = appendError(f.hdr, t.id, codeUnavailable, "the synthesis engine is unavailable", true)
+		f.hdr = appendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
 		s.abortLocked(closeTryLater, f)
 		t.gone = true
 		t.closeLocked()
 		return
 	}
-	code := "upstream_error"
-	switch {
-	case errors.Is(err, engine.ErrInvalidInput):
-		code = "invalid_input"
-	case errors.Is(err, engine.ErrBusy):
-		code = "upstream_busy"
-	}
+	// The code every transport gives this engine failure.
+	code := control.ErrorCode(synth.EngineError(err))
 	s.log.Warn("websocket context failed", "context_id", t.id, "trace_id", t.trace, "err", err)
 	t.closeLocked()
 	f := getFrame()
