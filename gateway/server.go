@@ -357,11 +357,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // requestConfig runs once the headers of a request are read, before its
 // body: uploads may be large and slow, streams may run long, and everything
-// else is small JSON. Bodies are streamed, so the limit here only bounds
-// what fasthttp reads before the handler (at most 8 KiB); serveHTTP and the
-// upload handlers enforce the limits as they read. An upload's first bytes
-// must come within UploadIdleTimeout; its handler moves the deadline as the
-// body arrives (upload.go).
+// else is small JSON. Bodies are streamed (New): the limit returned here
+// only bounds what fasthttp reads before the handler, which enforces the
+// route's real limit as it reads the rest (serveHTTP, upload.go). For an
+// upload that is one byte (0 would mean fasthttp's default), so that the
+// key is checked before the body is read; for JSON routes 8 KiB, which
+// most bodies fit. An upload's first byte must come within
+// UploadIdleTimeout; its handler moves the deadline as the body arrives.
 //
 // A Content-Length over the route's limit is answered 413 from the headers
 // alone: fasthttp is told there is no body, so it reads none and sends no
@@ -372,16 +374,16 @@ func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 	if i := indexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
-	var c fasthttp.RequestConfig
+	limit := s.cfg.MaxJSONBody
+	c := fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
 	switch {
 	case isUploadPath(path):
-		c = fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxUploadBody, ReadTimeout: s.cfg.UploadIdleTimeout}
+		limit = s.cfg.MaxUploadBody
+		c = fasthttp.RequestConfig{MaxRequestBodySize: 1, ReadTimeout: s.cfg.UploadIdleTimeout}
 	case isStreamPath(path):
-		c = fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody, WriteTimeout: s.cfg.StreamWriteTimeout}
-	default:
-		c = fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
+		c.WriteTimeout = s.cfg.StreamWriteTimeout
 	}
-	if n := h.ContentLength(); n > c.MaxRequestBodySize {
+	if n := h.ContentLength(); n > limit {
 		s.tooLarge.Store(h, n)
 		h.SetContentLength(0)
 		h.Del("Expect")
