@@ -36,7 +36,7 @@ type Options struct {
 // lingering close, it reads and discards what the client still sends, at
 // most lingerBytes in lingerTime, giving up after lingerIdle without data.
 const (
-	lingerBytes = 32 << 20 // more than a whole upload (21 MiB) still in flight
+	lingerBytes = 24 << 20 // more than a whole upload (21 MiB) still in flight
 	lingerTime  = 30 * time.Second
 	lingerIdle  = 5 * time.Second
 )
