@@ -150,6 +150,8 @@ func uploadError(err error) error {
 	switch {
 	case errors.Is(err, errBodyOverLimit):
 		return errUploadTooLarge
+	case errors.Is(err, errPartHeaders):
+		return control.Errorf(control.EInvalidRequest, "malformed multipart body: %v", errPartHeaders)
 	case errors.As(err, &ne) && ne.Timeout():
 		return errUploadStalled
 	case errors.As(err, &ce):
@@ -160,8 +162,14 @@ func uploadError(err error) error {
 	return control.Errorf(control.EInvalidRequest, "malformed multipart body: %v", err)
 }
 
+// maxPartHeaderBytes bounds what the multipart reader may read while it
+// looks for the next part and reads its headers (its own bound is 10 MiB,
+// all of it held in memory); a part's headers are a few hundred bytes.
+const maxPartHeaderBytes = 64 << 10
+
 var (
 	errBodyOverLimit = errors.New("request body over the limit")
+	errPartHeaders   = errors.New("part headers too large")
 	errTempFile      = errors.New("upload temporary file")
 )
 
@@ -170,12 +178,16 @@ var (
 // deadline is the connection's, so it also stops a client that sends
 // nothing at all.
 type uploadReader struct {
-	r         io.Reader
-	conn      net.Conn // nil: a body in memory, no deadlines
-	left      int64
-	idle      time.Duration
-	end       time.Time
-	lastSetAt time.Time
+	r    io.Reader
+	conn net.Conn // nil: a body in memory, no deadlines
+	left int64
+	// headerLeft, when inHeader, is what the multipart reader may still
+	// read before the next part's content starts (parseUpload).
+	inHeader   bool
+	headerLeft int64
+	idle       time.Duration
+	end        time.Time
+	lastSetAt  time.Time
 }
 
 func (r *uploadReader) Read(p []byte) (int, error) {
@@ -202,6 +214,11 @@ func (r *uploadReader) Read(p []byte) (int, error) {
 	if r.left < 0 {
 		return n, errBodyOverLimit
 	}
+	if r.inHeader {
+		if r.headerLeft -= int64(n); r.headerLeft < 0 {
+			return n, errPartHeaders
+		}
+	}
 	return n, err
 }
 
@@ -211,13 +228,18 @@ func (r *uploadReader) Read(p []byte) (int, error) {
 // most maxFieldBytes each). It also hashes every part as the idempotency
 // fingerprint does (idempotency.go), so that a retry matches whatever
 // boundary it picked.
-func parseUpload(body io.Reader, boundary string, newFile func() (*os.File, error)) (*uploadForm, error) {
+func parseUpload(body *uploadReader, boundary string, newFile func() (*os.File, error)) (*uploadForm, error) {
 	f := &uploadForm{}
 	fp := sha256.New()
 	r := multipart.NewReader(body, boundary)
 	buf := make([]byte, 32<<10)
 	for {
+		// The previous part was read to its end, so what NextPart reads
+		// is a boundary line and headers (and the 4 KiB its reader reads
+		// ahead).
+		body.inHeader, body.headerLeft = true, maxPartHeaderBytes
 		part, err := r.NextPart()
+		body.inHeader = false
 		if errors.Is(err, io.EOF) {
 			break
 		}

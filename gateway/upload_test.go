@@ -309,3 +309,16 @@ func TestIdempotentClone(t *testing.T) {
 		t.Fatalf("%d upload files still open", n)
 	}
 }
+
+// A part's headers are bounded far below the multipart reader's own 10 MiB
+// (held in memory): a 1 MiB header line is refused as malformed.
+func TestUploadPartHeadersBounded(t *testing.T) {
+	ts := newTestServer(t, "")
+	body := "--x\r\nContent-Disposition: form-data; name=\"consent\"\r\nX-Pad: " + strings.Repeat("a", 1<<20) +
+		"\r\n\r\ntrue\r\n--x--\r\n"
+	r := ts.do("POST", "/voices/clone", ts.key, body, "Content-Type", "multipart/form-data; boundary=x")
+	r.failure(t, 400, control.EInvalidRequest)
+	if !strings.Contains(string(r.body), "part headers too large") {
+		t.Fatalf("%s", r.body)
+	}
+}

@@ -12,6 +12,7 @@ package netguard
 
 import (
 	"errors"
+	"io"
 	"net"
 	"os"
 	"sync"
@@ -178,6 +179,15 @@ func (c *Conn) Close() error {
 		<-c.l.slots
 	}()
 	return nil
+}
+
+// ReadFrom lets a copy into the connection use the socket's own (sendfile,
+// splice) when it has one.
+func (c *Conn) ReadFrom(r io.Reader) (int64, error) {
+	if rf, ok := c.Conn.(io.ReaderFrom); ok {
+		return rf.ReadFrom(r)
+	}
+	return io.Copy(c.Conn, r)
 }
 
 // drain reads and drops input until the client closes, goes quiet for
