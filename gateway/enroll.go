@@ -8,8 +8,7 @@ import (
 	"voicesvc/control"
 )
 
-// Enroll and clone uploads (interface 4.8, 4.9; decisions.md "Voices").
-// The body is received by receiveUpload (upload.go): streamed, the clip to
+// Enroll and clone uploads (docs/api.md). The body is received by receiveUpload (upload.go): streamed, the clip to
 // a temporary file, within the limits of the upload routes.
 //
 // Refusals, in this order: a body that is not multipart/form-data

@@ -57,13 +57,20 @@ type Config struct {
 	ReadTimeout       time.Duration
 	UploadIdleTimeout time.Duration
 	UploadReadTimeout time.Duration
-	// WriteTimeout bounds writing one response. fasthttp applies it to the
-	// whole response, streamed bodies included, so SSE and compat routes get
-	// StreamWriteTimeout instead: the longest a single stream may run. A
-	// streaming writer must still stop on its first failed write.
+	// WriteTimeout bounds writing one response: 60 s, as answers under it
+	// are JSON of a few KiB or preview clips of a few hundred KiB, and a
+	// client that reads slower holds a connection for nothing. fasthttp
+	// applies it to the whole response, streamed bodies included, so SSE,
+	// speak and compat routes get StreamWriteTimeout instead: the longest a
+	// single stream may run. A streaming writer must still stop on its
+	// first failed write.
 	WriteTimeout       time.Duration
 	StreamWriteTimeout time.Duration
-	// IdleTimeout closes keep-alive connections idle for this long.
+	// IdleTimeout closes keep-alive connections idle for this long: 2 min
+	// outlasts the keep-alive pools of common clients and proxies (60-90
+	// s), so they close first and never send into a closing socket, while
+	// an idle connection holds its descriptor and its 24 KiB of buffers
+	// for a bounded time.
 	IdleTimeout time.Duration
 	// ReadBufferSize is the per-connection read buffer; fasthttp refuses
 	// request headers that do not fit in it, so it is the header size limit.
@@ -77,7 +84,8 @@ type Config struct {
 	WriteBufferSize int
 	// MaxJSONBody caps JSON request bodies (speak text is at most 10,000
 	// characters, so 256 KiB leaves room for escapes); MaxUploadBody caps
-	// multipart uploads (interface 8: 21 MiB). Larger bodies answer 413.
+	// multipart uploads (21 MiB: a 20 MiB clip and its form). Larger
+	// bodies answer 413, announced or not.
 	MaxJSONBody   int
 	MaxUploadBody int
 	// MaxUploads caps the uploads being received or stored at once (64);
@@ -278,19 +286,23 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// connection holds, well under 1 MiB.
 		ReadBufferSize:  cfg.ReadBufferSize,
 		WriteBufferSize: cfg.WriteBufferSize,
-		// Bodies are streamed: fasthttp reads at most 8 KiB of a body
-		// (and no more than this) before the handler runs, whatever the
-		// Content-Length says, and the handler reads the rest. Without
-		// it fasthttp sized its buffer by the declared length before
-		// reading: 100 connections declaring 20 MB, one byte sent each,
-		// took 3.2 GiB before any authentication. serveHTTP reads JSON
+		// Bodies are streamed: before the handler runs fasthttp reads at
+		// most 8 KiB of a body (one byte of an upload, requestConfig),
+		// whatever the Content-Length says, and the handler reads the
+		// rest. Without it fasthttp sized its buffer by the declared
+		// length before reading: 100 connections declaring 20 MB and
+		// sending one byte each took the server from 32 MiB to 3.2 GiB,
+		// before any authentication; now 200 such connections (100 with
+		// a key) take it from 33 to 40 MiB (e2e
+		// TestAnnouncedUploadsReserveNothing). serveHTTP reads JSON
 		// bodies up to MaxJSONBody; uploads are received by their
 		// handlers after authentication (upload.go).
 		StreamRequestBody:  true,
 		MaxRequestBodySize: cfg.MaxJSONBody,
 		// The listener already caps open connections (netguard); the
 		// same number here keeps fasthttp from refusing a connection the
-		// listener admitted.
+		// listener admitted. No per-IP cap (MaxConnsPerIP): behind a
+		// reverse proxy every client has the proxy's address.
 		Concurrency:                  cfg.MaxConns,
 		DisablePreParseMultipartForm: true, // upload handlers parse, so errors use the envelope
 		NoDefaultServerHeader:        true,
