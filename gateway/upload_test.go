@@ -170,15 +170,14 @@ func holdUpload(t *testing.T, ts *testServer, held int) net.Conn {
 }
 
 // At most MaxUploads bodies are received at once; the next upload is
-// refused before its body with 503 upstream_busy and Retry-After. A body
-// that stops arriving for UploadIdleTimeout is dropped (400) and frees its
-// slot; so does a client that goes away. No temporary file outlives its
-// request, and none is ever visible in the upload directory.
-func TestUploadSlotsAndStalls(t *testing.T) {
+// refused before its body with 503 upstream_busy and Retry-After. A client
+// that goes away frees its slot. No temporary file outlives its request,
+// and none is ever visible in the upload directory.
+func TestUploadSlots(t *testing.T) {
 	dir := t.TempDir()
-	ts := newConfigServer(t, Config{MaxUploads: 2, UploadIdleTimeout: 500 * time.Millisecond, UploadDir: dir})
+	ts := newConfigServer(t, Config{MaxUploads: 2, UploadDir: dir})
 	a := holdUpload(t, ts, 1)
-	holdUpload(t, ts, 2)
+	b := holdUpload(t, ts, 2)
 	if names, _ := os.ReadDir(dir); len(names) != 0 {
 		t.Errorf("upload files visible in %s: %v", dir, names)
 	}
@@ -188,22 +187,33 @@ func TestUploadSlotsAndStalls(t *testing.T) {
 	if r.header.Get("Retry-After") != "5" {
 		t.Errorf("Retry-After %q", r.header.Get("Retry-After"))
 	}
-
-	// The held bodies stop arriving: each is answered 400 and dropped.
-	for _, c := range []net.Conn{a} {
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 400 || !strings.Contains(string(b), "timed out") {
-			t.Fatalf("stalled upload: %d %s", resp.StatusCode, b)
-		}
-	}
+	a.Close()
+	b.Close()
 	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == 0 }); !ok {
 		t.Fatalf("%d upload slots still held", len(ts.srv.uploads))
 	}
 	ts.do("POST", "/voices/clone", ts.key, body, "Content-Type", ct).data(t, 202)
+	if n := openUploadFiles(t); n != 0 {
+		t.Fatalf("%d upload files still open", n)
+	}
+}
+
+// A body that stops arriving for UploadIdleTimeout is answered 400 and
+// dropped, and its slot and file are freed.
+func TestUploadStalled(t *testing.T) {
+	ts := newConfigServer(t, Config{UploadIdleTimeout: 300 * time.Millisecond})
+	c := holdUpload(t, ts, 1)
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(string(b), "timed out") || !resp.Close {
+		t.Fatalf("stalled upload: %d %s (close %v)", resp.StatusCode, b, resp.Close)
+	}
+	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == 0 }); !ok {
+		t.Fatalf("%d upload slots still held", len(ts.srv.uploads))
+	}
 	if n := openUploadFiles(t); n != 0 {
 		t.Fatalf("%d upload files still open", n)
 	}
