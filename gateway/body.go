@@ -10,18 +10,14 @@ import (
 	"voicesvc/netguard"
 )
 
-// clipsInMemory bounds the clips read back from their files for the store
-// at once (startEnrollment): 4 x 20 MiB, twice over with the driver's copy.
-const clipsInMemory = 4
-
 // serveHTTP is the server's handler around the router. A body announced
-// over its route's limit is answered 413 at once (requestConfig). Request
-// bodies are streamed (New); every route but the uploads takes a JSON body, read here
-// in full before routing, up to MaxJSONBody (413 beyond it), so handlers
-// use ctx.Request.Body() as usual. Upload bodies are left to their
-// handlers, which authenticate first; whatever of an upload body is left
-// unread when the handler returns, the connection is closed rather than
-// read as the next request.
+// over its route's limit is answered 413 at once (requestConfig). Bodies
+// are streamed (New): every route but the uploads takes a JSON body, read
+// here in full before routing, up to MaxJSONBody (413 beyond it), so that
+// handlers use ctx.Request.Body() as usual. Upload bodies are left to
+// their handlers, which authenticate first; when an upload body is not
+// read to its end, the connection is closed after the answer rather than
+// its rest read as the next request.
 func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 	if _, ok := s.tooLarge.LoadAndDelete(&ctx.Request.Header); ok {
 		s.serveError(ctx, fasthttp.ErrBodyTooLarge)

@@ -90,6 +90,10 @@ func cloneInput(f *uploadForm) (*voiceInput, error) {
 	return vb.validate()
 }
 
+// clipsInMemory bounds the clips read back from their files for the store
+// at once: 4 x 20 MiB, twice over with the driver's copy.
+const clipsInMemory = 4
+
 // startEnrollment reads the clip back from its file, stores the voice
 // change, the job and the clip in one transaction, answers 202 and wakes
 // the job runner.
