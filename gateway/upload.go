@@ -193,9 +193,9 @@ type uploadReader struct {
 func (r *uploadReader) Read(p []byte) (int, error) {
 	if r.conn != nil {
 		// Moving the deadline costs a timer update; once per 4 KiB read
-		// of a 21 MiB body is ~5,000 of them, so only move it when at
-		// least a second has passed.
-		if now := time.Now(); now.Sub(r.lastSetAt) >= time.Second {
+		// of a 21 MiB body is ~5,000 of them, so it moves once a
+		// thirtieth of idle has passed (1 s of the default 30 s).
+		if now := time.Now(); now.Sub(r.lastSetAt) >= r.idle/30 {
 			r.lastSetAt = now
 			d := now.Add(r.idle)
 			if d.After(r.end) {
