@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -16,7 +17,7 @@ func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *Principal) {
 		s.writeError(ctx, errNotFound)
 		return
 	}
-	f, err := parseUpload(ctx)
+	f, err := s.receiveUpload(ctx)
 	var clip *control.Clip
 	if err == nil {
 		clip, err = s.checkUpload(f)
@@ -39,12 +40,12 @@ func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *Principal) {
 		clip.Language = v.PrimaryLanguage
 	}
 	v = &control.Voice{ID: id, OrgID: p.WorkspaceID, ConsentAt: control.NowMS(), ConsentKeyID: p.KeyID}
-	s.startEnrollment(ctx, v, false, clip)
+	s.startEnrollment(ctx, v, false, clip, f)
 }
 
 // POST /voices/clone: create a voice and enroll it in one step; 202.
 func (s *Server) clone(ctx *fasthttp.RequestCtx, p *Principal) {
-	f, err := parseUpload(ctx)
+	f, err := s.receiveUpload(ctx)
 	var clip *control.Clip
 	if err == nil {
 		clip, err = s.checkUpload(f)
@@ -64,7 +65,7 @@ func (s *Server) clone(ctx *fasthttp.RequestCtx, p *Principal) {
 	if clip.Language == "" {
 		clip.Language = v.PrimaryLanguage
 	}
-	s.startEnrollment(ctx, v, true, clip)
+	s.startEnrollment(ctx, v, true, clip, f)
 }
 
 // cloneInput validates the voice fields of a clone form with the rules of
@@ -89,13 +90,37 @@ func cloneInput(f *uploadForm) (*voiceInput, error) {
 	return vb.validate()
 }
 
-// startEnrollment stores the voice change, the job and the clip in one
-// transaction, answers 202 and wakes the job runner.
-func (s *Server) startEnrollment(ctx *fasthttp.RequestCtx, v *control.Voice, create bool, clip *control.Clip) {
+// clipsInMemory bounds the clips read back from their files for the store
+// at once: 4 x 20 MiB, twice over with the driver's copy.
+const clipsInMemory = 4
+
+// startEnrollment reads the clip back from its file, stores the voice
+// change, the job and the clip in one transaction, answers 202 and wakes
+// the job runner.
+//
+// The store takes the clip as one value, and its driver copies it once
+// more, so a clip costs about twice its size (up to 40 MiB) while it is
+// stored: clipSlots lets a few uploads do that at once, however many are
+// being received.
+func (s *Server) startEnrollment(ctx *fasthttp.RequestCtx, v *control.Voice, create bool, clip *control.Clip, f *uploadForm) {
+	wait := time.NewTimer(storeTimeout)
+	select {
+	case s.clipSlots <- struct{}{}:
+		wait.Stop()
+		defer func() { <-s.clipSlots }()
+	case <-wait.C:
+		s.writeError(ctx, errUploadBusy)
+		return
+	}
 	sctx, cancel := storeCtx()
 	defer cancel()
+	var err error
+	if clip.Data, err = f.clipData(); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
 	job := &control.Job{}
-	err := s.store.StartEnrollment(sctx, v, create, job, clip)
+	err = s.store.StartEnrollment(sctx, v, create, job, clip)
 	s.voices.invalidate(v.ID)
 	if err != nil {
 		s.writeError(ctx, err)

@@ -100,7 +100,7 @@ func (s *Server) serveHTTP(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	defer s.drain.leave()
-	s.router.Handler(ctx)
+	s.serveBody(ctx)
 	if s.drain.draining.Load() {
 		ctx.SetConnectionClose() // finished during the drain: no next request here
 	}

@@ -1,24 +1,16 @@
 package gateway
 
 import (
-	"bytes"
-	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
+	"os"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
 	"voicesvc/langtag"
 )
 
-// Enroll and clone uploads (interface 4.8, 4.9; decisions.md "Voices").
-// The whole body was capped at MaxUploadBody (21 MiB) by requestConfig
-// before it was read, so parsing works on bytes already in memory; the
-// parser never spills parts to temporary files.
+// Enroll and clone uploads (docs/api.md). The body is received by receiveUpload (upload.go): streamed, the clip to
+// a temporary file, within the limits of the upload routes.
 //
 // Refusals, in this order: a body that is not multipart/form-data
 // (invalid_request); consent not "true" (consent_required); no file part,
@@ -40,77 +32,20 @@ const (
 
 // uploadForm is a parsed enroll or clone form.
 type uploadForm struct {
-	file, filename          []byte
+	clip                    *os.File // the file part, in an unlinked temporary file
+	clipSize                int64
+	filename                []byte
 	hasFile                 bool
 	fileTooLarge            bool // reported after consent and presence
 	refTextTooLong          bool
 	consent                 string
 	language, refText, name string
 	description, labels     *string
+	partsHash               []byte // SHA-256 of the parts, for Idempotency-Key
 }
 
-// parseUpload reads the multipart body field by field.
-func parseUpload(ctx *fasthttp.RequestCtx) (*uploadForm, error) {
-	mt, params, err := mime.ParseMediaType(string(ctx.Request.Header.ContentType()))
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return nil, control.Errorf(control.EInvalidRequest, "the body must be multipart/form-data")
-	}
-	f := &uploadForm{}
-	r := multipart.NewReader(bytes.NewReader(ctx.Request.Body()), params["boundary"])
-	for {
-		part, err := r.NextPart()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, control.Errorf(control.EInvalidRequest, "malformed multipart body: %v", err)
-		}
-		name := part.FormName()
-		if name == "file" {
-			if f.hasFile {
-				return nil, control.Errorf(control.EInvalidRequest, "file: send one file")
-			}
-			f.hasFile = true
-			f.filename = []byte(part.FileName())
-			if f.file, err = io.ReadAll(io.LimitReader(part, maxClipBytes+1)); err != nil {
-				return nil, control.Errorf(control.EInvalidRequest, "malformed multipart body: %v", err)
-			}
-			if len(f.file) > maxClipBytes {
-				f.file, f.fileTooLarge = nil, true
-			}
-			continue
-		}
-		b, err := io.ReadAll(io.LimitReader(part, maxFieldBytes+1))
-		if err != nil {
-			return nil, control.Errorf(control.EInvalidRequest, "malformed multipart body: %v", err)
-		}
-		if len(b) > maxFieldBytes {
-			if name == "ref_text" {
-				f.refTextTooLong = true
-				continue
-			}
-			return nil, control.Errorf(control.EInvalidRequest, "%s: too long", name)
-		}
-		v := string(b)
-		switch name {
-		case "consent":
-			f.consent = v
-		case "language":
-			f.language = v
-		case "ref_text":
-			f.refText = v
-		case "name":
-			f.name = v
-		case "description":
-			f.description = &v
-		case "labels":
-			f.labels = &v
-		}
-	}
-	return f, nil
-}
-
-// checkUpload applies the rules every upload shares and returns the clip.
+// checkUpload applies the rules every upload shares and returns the clip,
+// its Data not read yet (startEnrollment reads it).
 func (s *Server) checkUpload(f *uploadForm) (*control.Clip, error) {
 	if strings.TrimSpace(f.consent) != "true" {
 		return nil, control.Errorf(control.EConsentRequired,
@@ -119,13 +54,13 @@ func (s *Server) checkUpload(f *uploadForm) (*control.Clip, error) {
 	if f.fileTooLarge {
 		return nil, control.Errorf(control.EFileTooLarge, "file: at most 20 MiB")
 	}
-	if !f.hasFile || len(f.file) == 0 {
+	if !f.hasFile || f.clipSize == 0 {
 		return nil, control.Errorf(control.EFileRequired, "file: a reference audio clip is required")
 	}
 	if f.refTextTooLong || !utf8.ValidString(f.refText) || utf8.RuneCountInString(f.refText) > maxRefTextRune {
 		return nil, control.Errorf(control.ERefTextTooLong, "ref_text: at most %d characters", maxRefTextRune)
 	}
-	clip := &control.Clip{Data: f.file, Filename: sanitizeFilename(f.filename), RefText: f.refText}
+	clip := &control.Clip{Filename: sanitizeFilename(f.filename), RefText: f.refText}
 	if f.language != "" {
 		tag, ok := langtag.Canonical(f.language)
 		if !ok {
@@ -136,7 +71,7 @@ func (s *Server) checkUpload(f *uploadForm) (*control.Clip, error) {
 		}
 		clip.Language = tag
 	}
-	if plainlyText(f.file) {
+	if plainlyText(f.clipHead()) {
 		return nil, control.Errorf(control.EInvalidRequest,
 			"file: this is text, not audio; upload WAV, MP3, FLAC or Ogg Opus")
 	}

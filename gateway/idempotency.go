@@ -68,8 +68,13 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			return
 		}
 		key := string(raw)
+		fp, err := s.fingerprint(ctx)
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
 		c, cancel := storeCtx()
-		stored, err := s.store.BeginIdempotent(c, p.WorkspaceID, key, fingerprint(ctx), control.NowMS())
+		stored, err := s.store.BeginIdempotent(c, p.WorkspaceID, key, fp, control.NowMS())
 		cancel()
 		if err != nil {
 			s.writeError(ctx, err)
@@ -164,15 +169,28 @@ func validIdempotencyKey(k []byte) bool {
 
 // fingerprint is "METHOD PATH BODYHASH". Multipart bodies are hashed part
 // by part (name, file name, content type, content) so that the random
-// boundary of the encoding does not count.
-func fingerprint(ctx *fasthttp.RequestCtx) string {
-	h := sha256.New()
-	body := ctx.Request.Body()
-	if !hashMultipart(h, ctx.Request.Header.ContentType(), body) {
-		h.Reset()
-		h.Write(body)
+// boundary of the encoding does not count. An upload's body is streamed,
+// not in memory: it is received here (receiveUpload hashes it on the way),
+// and an upload that cannot be received is refused before the key is
+// claimed.
+func (s *Server) fingerprint(ctx *fasthttp.RequestCtx) (string, error) {
+	var sum []byte
+	if isUploadRequest(ctx) {
+		f, err := s.receiveUpload(ctx)
+		if err != nil {
+			return "", err
+		}
+		sum = f.partsHash
+	} else {
+		h := sha256.New()
+		body := ctx.Request.Body()
+		if !hashMultipart(h, ctx.Request.Header.ContentType(), body) {
+			h.Reset()
+			h.Write(body)
+		}
+		sum = h.Sum(nil)
 	}
-	return string(ctx.Method()) + " " + string(ctx.Path()) + " " + hex.EncodeToString(h.Sum(nil))
+	return string(ctx.Method()) + " " + string(ctx.Path()) + " " + hex.EncodeToString(sum), nil
 }
 
 // hashMultipart writes the parts of a multipart/form-data body into h; false
@@ -191,10 +209,7 @@ func hashMultipart(h io.Writer, contentType, body []byte) bool {
 		if err != nil {
 			return false
 		}
-		for _, s := range []string{part.FormName(), part.FileName(), part.Header.Get("Content-Type")} {
-			io.WriteString(h, s)
-			h.Write([]byte{0})
-		}
+		writePartHeader(h, part)
 		sum := sha256.New()
 		if _, err := io.Copy(sum, part); err != nil {
 			return false

@@ -40,6 +40,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/loopback"
+	"voicesvc/netguard"
 	"voicesvc/redact"
 )
 
@@ -50,16 +51,28 @@ const APIRoot = "/voice-svc/api/v1/public"
 // DefaultConfig, so Config{} is a working configuration.
 type Config struct {
 	// ReadTimeout bounds reading one request (headers and body) on JSON
-	// routes; UploadReadTimeout replaces it for enroll and clone uploads.
+	// routes: 30 s is generous for 256 KiB, and it is also the longest a
+	// new connection may stay silent. Upload bodies are read by the
+	// handler: each read must come within UploadIdleTimeout of the last
+	// (30 s: a body that stops arriving is dropped) and the whole body
+	// within UploadReadTimeout (5 min: 21 MiB at 72 KB/s).
 	ReadTimeout       time.Duration
+	UploadIdleTimeout time.Duration
 	UploadReadTimeout time.Duration
-	// WriteTimeout bounds writing one response. fasthttp applies it to the
-	// whole response, streamed bodies included, so SSE and compat routes get
-	// StreamWriteTimeout instead: the longest a single stream may run. A
-	// streaming writer must still stop on its first failed write.
+	// WriteTimeout bounds writing one response: 60 s, as answers under it
+	// are JSON of a few KiB or preview clips of a few hundred KiB, and a
+	// client that reads slower holds a connection for nothing. fasthttp
+	// applies it to the whole response, streamed bodies included, so SSE,
+	// speak and compat routes get StreamWriteTimeout instead: the longest a
+	// single stream may run. A streaming writer must still stop on its
+	// first failed write.
 	WriteTimeout       time.Duration
 	StreamWriteTimeout time.Duration
-	// IdleTimeout closes keep-alive connections idle for this long.
+	// IdleTimeout closes keep-alive connections idle for this long: 2 min
+	// outlasts the keep-alive pools of common clients and proxies (60-90
+	// s), so they close first and never send into a closing socket, while
+	// an idle connection holds its descriptor and its 24 KiB of buffers
+	// for a bounded time.
 	IdleTimeout time.Duration
 	// ReadBufferSize is the per-connection read buffer; fasthttp refuses
 	// request headers that do not fit in it, so it is the header size limit.
@@ -73,9 +86,22 @@ type Config struct {
 	WriteBufferSize int
 	// MaxJSONBody caps JSON request bodies (speak text is at most 10,000
 	// characters, so 256 KiB leaves room for escapes); MaxUploadBody caps
-	// multipart uploads (interface 8: 21 MiB). Larger bodies answer 413.
+	// multipart uploads (21 MiB: a 20 MiB clip and its form). Larger
+	// bodies answer 413, announced or not.
 	MaxJSONBody   int
 	MaxUploadBody int
+	// MaxUploads caps the uploads being received or stored at once (64);
+	// beyond it an upload answers 503 upstream_busy with Retry-After
+	// before its body is read. Each holds a temporary file and its
+	// connection; the memory of a clip read back for the store is bounded
+	// separately (clone.go, startEnrollment).
+	MaxUploads int
+	// UploadDir holds the uploads' temporary files (unlinked at once, so
+	// nothing stays there); "": the system's temporary directory.
+	UploadDir string
+	// MaxConns caps the connections open at once (package netguard); 0:
+	// the open-file limit less a reserve (netguard.DefaultMaxConns).
+	MaxConns int
 	// KeyCacheMB sizes the API-key cache. KeyCacheTTL bounds how long a
 	// cached key is trusted even if the change feed stayed silent;
 	// NegativeKeyTTL how long an unknown key is remembered as unknown.
@@ -97,6 +123,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		ReadTimeout:        30 * time.Second,
+		UploadIdleTimeout:  30 * time.Second,
 		UploadReadTimeout:  5 * time.Minute,
 		WriteTimeout:       60 * time.Second,
 		StreamWriteTimeout: time.Hour,
@@ -105,6 +132,7 @@ func DefaultConfig() Config {
 		WriteBufferSize:    8 << 10,
 		MaxJSONBody:        256 << 10,
 		MaxUploadBody:      21 << 20,
+		MaxUploads:         64,
 		KeyCacheMB:         64,
 		KeyCacheTTL:        5 * time.Minute,
 		NegativeKeyTTL:     2 * time.Second,
@@ -125,6 +153,7 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	set(&c.ReadTimeout, d.ReadTimeout)
+	set(&c.UploadIdleTimeout, d.UploadIdleTimeout)
 	set(&c.UploadReadTimeout, d.UploadReadTimeout)
 	set(&c.WriteTimeout, d.WriteTimeout)
 	set(&c.StreamWriteTimeout, d.StreamWriteTimeout)
@@ -136,6 +165,10 @@ func (c Config) withDefaults() Config {
 	setInt(&c.WriteBufferSize, d.WriteBufferSize)
 	setInt(&c.MaxJSONBody, d.MaxJSONBody)
 	setInt(&c.MaxUploadBody, d.MaxUploadBody)
+	setInt(&c.MaxUploads, d.MaxUploads)
+	if c.MaxConns <= 0 {
+		c.MaxConns = netguard.DefaultMaxConns(netguard.FileLimit())
+	}
 	setInt(&c.KeyCacheMB, d.KeyCacheMB)
 	return c
 }
@@ -188,6 +221,12 @@ type Server struct {
 	ws         *wsState   // ws.go
 	drain      drainState // drain.go: Shutdown
 
+	uploads   chan struct{} // one per upload in progress (upload.go)
+	clipSlots chan struct{} // one per clip read back for the store (clone.go)
+	// tooLarge notes the requests whose Content-Length was over their
+	// limit (requestConfig): *fasthttp.RequestHeader -> the length.
+	tooLarge sync.Map
+
 	// tokenAuth authenticates an `Authorization: Bearer vst_...` access
 	// token on routes that accept tokens; nil until tokens exist, in which
 	// case such requests are refused like a missing key.
@@ -225,6 +264,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		cfg: cfg, store: deps.Store, engine: deps.Engine, limiter: deps.Limiter,
 		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
 		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued,
+		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
 	}
 	var err error
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {
@@ -239,20 +279,42 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	s.routes()
 	s.http = &fasthttp.Server{
-		Handler:                      s.serveHTTP, // the router behind the drain (drain.go)
-		ErrorHandler:                 s.serveError,
-		HeaderReceived:               s.requestConfig,
-		ReadTimeout:                  cfg.ReadTimeout,
-		WriteTimeout:                 cfg.WriteTimeout,
-		IdleTimeout:                  cfg.IdleTimeout,
-		ReadBufferSize:               cfg.ReadBufferSize,
-		WriteBufferSize:              cfg.WriteBufferSize,
-		MaxRequestBodySize:           cfg.MaxUploadBody,
+		Handler:        s.serveHTTP, // the drain (drain.go), then the body (body.go), then the router
+		ErrorHandler:   s.serveError,
+		HeaderReceived: s.requestConfig, // per-route timeouts and body limits
+		ReadTimeout:    cfg.ReadTimeout,
+		WriteTimeout:   cfg.WriteTimeout,
+		IdleTimeout:    cfg.IdleTimeout,
+		// Read and write buffers: see Config; together with the body
+		// (MaxJSONBody, or the upload's few buffers) they are what one
+		// connection holds, well under 1 MiB.
+		ReadBufferSize:  cfg.ReadBufferSize,
+		WriteBufferSize: cfg.WriteBufferSize,
+		// Bodies are streamed: before the handler runs fasthttp reads at
+		// most 8 KiB of a body (one byte of an upload, requestConfig),
+		// whatever the Content-Length says, and the handler reads the
+		// rest. Without it fasthttp sized its buffer by the declared
+		// length before reading: 100 connections declaring 20 MB and
+		// sending one byte each took the server from 32 MiB to 3.2 GiB,
+		// before any authentication; now 200 such connections (100 with
+		// a key) take it from 33 to 40 MiB (e2e
+		// TestAnnouncedUploadsReserveNothing). serveBody reads JSON
+		// bodies up to MaxJSONBody; uploads are received by their
+		// handlers after authentication (upload.go).
+		StreamRequestBody:  true,
+		MaxRequestBodySize: cfg.MaxJSONBody,
+		// The listener already caps open connections (netguard); the
+		// same number here keeps fasthttp from refusing a connection the
+		// listener admitted. No per-IP cap (MaxConnsPerIP): behind a
+		// reverse proxy every client has the proxy's address.
+		Concurrency:                  cfg.MaxConns,
 		DisablePreParseMultipartForm: true, // upload handlers parse, so errors use the envelope
 		NoDefaultServerHeader:        true,
 		CloseOnShutdown:              true,
-		TCPKeepalive:                 true,
-		Logger:                       fasthttpLogger{s.log},
+		// TCP keep-alive: Go's listener turns it on for every accepted
+		// connection (15 s); fasthttp's own switch only sees bare
+		// *net.TCPConn, which netguard's connections are not.
+		Logger: fasthttpLogger{s.log},
 		// A WebSocket session runs on its own goroutine and closes its
 		// socket itself, so the hijack handler returns at once and fasthttp
 		// frees the request's memory (gateway/ws.go, upgrade).
@@ -265,8 +327,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	return s, nil
 }
 
-// Handler is the server's request handler, for tests and embedding. Body
-// limits and timeouts are applied by Serve's fasthttp.Server, not by it.
+// Handler is the server's request handler, for tests and embedding.
+// Timeouts and the connection cap are applied by Serve, not by it.
 func (s *Server) Handler() fasthttp.RequestHandler { return s.serveHTTP }
 
 // Serve answers requests on ln until Shutdown, then returns nil.
@@ -280,26 +342,54 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.lns = append(s.lns, ln)
 	s.mu.Unlock()
 	// A local reverse proxy or client must not get its audio paced
-	// (package loopback).
-	return s.http.Serve(loopback.Listener(ln))
+	// (package loopback); open connections stay under the file limit and
+	// running out of descriptors is waited out (package netguard).
+	return s.http.Serve(netguard.Listen(loopback.Listener(ln), netguard.Options{
+		MaxConns: s.cfg.MaxConns,
+		Logf: func(format string, args ...any) {
+			s.log.Warn("listener", "msg", fmt.Sprintf(format, args...))
+		},
+	}))
 }
 
 // requestConfig runs once the headers of a request are read, before its
 // body: uploads may be large and slow, streams may run long, and everything
-// else is small JSON. Bodies over the limit never reach a handler; fasthttp
-// calls serveError with ErrBodyTooLarge (answered 413).
+// else is small JSON. Bodies are streamed (New): the limit returned here
+// only bounds what fasthttp reads before the handler, which enforces the
+// route's real limit as it reads the rest (serveBody, upload.go). For an
+// upload that is one byte (0 would mean fasthttp's default), so that the
+// key is checked before the body is read; for JSON routes 8 KiB, which
+// most bodies fit. An upload's first byte must come within
+// UploadIdleTimeout; its handler moves the deadline as the body arrives.
+//
+// A Content-Length over the route's limit is answered 413 from the headers
+// alone: fasthttp is told there is no body, so it reads none and sends no
+// `100 Continue`, and serveBody answers from the length noted in tooLarge,
+// then closes the connection.
 func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	path := h.RequestURI()
 	if i := indexByte(path, '?'); i >= 0 {
 		path = path[:i]
 	}
+	limit := s.cfg.MaxJSONBody
+	c := fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
 	switch {
 	case isUploadPath(path):
-		return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxUploadBody, ReadTimeout: s.cfg.UploadReadTimeout}
+		limit = s.cfg.MaxUploadBody
+		c = fasthttp.RequestConfig{MaxRequestBodySize: 1, ReadTimeout: s.cfg.UploadIdleTimeout}
 	case isStreamPath(path):
-		return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody, WriteTimeout: s.cfg.StreamWriteTimeout}
+		c.WriteTimeout = s.cfg.StreamWriteTimeout
 	}
-	return fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
+	if n := h.ContentLength(); n > limit {
+		s.tooLarge.Store(h, n)
+		h.SetContentLength(0)
+		h.Del("Expect")
+	} else {
+		// A note left by a request that never reached serveHTTP (its
+		// connection failed) must not refuse the next one to reuse h.
+		s.tooLarge.Delete(h)
+	}
+	return c
 }
 
 // isUploadPath: POST /voices/clone and POST /voices/{id}/enroll.
@@ -315,9 +405,12 @@ func isStreamPath(p []byte) bool {
 	return hasSuffix(p, "/stream") || hasSuffix(p, "/speak") || hasSuffix(p, "/audio/speech")
 }
 
-// serveError answers requests fasthttp refused before any handler ran:
-// bodies over the limit, headers over the read buffer, read timeouts.
+// serveError answers requests refused before any handler ran: by fasthttp
+// (headers over the read buffer, read timeouts, malformed requests) or by
+// serveHTTP (JSON bodies over the limit). The connection is closed after
+// the answer, lingering: the client may still be sending.
 func (s *Server) serveError(ctx *fasthttp.RequestCtx, err error) {
+	dropConnection(ctx)
 	rt := s.errorRoute
 	start := time.Now()
 	s.begin(ctx, rt)

@@ -25,6 +25,7 @@ type serveConfig struct {
 	ReferenceRTF  float64 // reference engine pacing: 1 = real time, 0 = as fast as possible
 	MediaDir      string  // where clone previews are written and served from
 	IdleTimeout   time.Duration
+	MaxConns      int // open connections at once; 0: the open-file limit less a reserve
 	ShutdownGrace time.Duration
 	LogLevel      string
 }
@@ -43,6 +44,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.Float64Var(&c.ReferenceRTF, "reference-rtf", 1, "reference engine pacing (1 = real time, 0 = unpaced); env VOICESVC_REFERENCE_RTF")
 	fs.StringVar(&c.MediaDir, "media-dir", "./data/media", "directory for clone previews, served under /media/ (empty = off); env VOICESVC_MEDIA_DIR")
 	fs.DurationVar(&c.IdleTimeout, "ws-idle-timeout", 600*time.Second, "realtime session idle timeout; env VOICESVC_WS_IDLE_TIMEOUT")
+	fs.IntVar(&c.MaxConns, "max-conns", 0, "open connections at once, kept below the open-file limit (0 = that limit less a quarter, at least 256, for the store, media files and engine pipes); env VOICESVC_MAX_CONNS")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long in-flight work may finish on SIGTERM")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
 	if err := fs.Parse(args); err != nil {
@@ -61,6 +63,7 @@ var serveEnv = map[string]string{
 	"engine-workers": "VOICESVC_ENGINE_WORKERS", "engine-queue": "VOICESVC_ENGINE_QUEUE",
 	"reference-rtf": "VOICESVC_REFERENCE_RTF", "media-dir": "VOICESVC_MEDIA_DIR",
 	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
+	"max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL",
 }
 
@@ -96,6 +99,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--reference-rtf %g: want 0 or more", c.ReferenceRTF)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--ws-idle-timeout must be positive")
+	case c.MaxConns < 0:
+		return fmt.Errorf("--max-conns %d: want 0 (automatic) or more", c.MaxConns)
 	}
 	return nil
 }

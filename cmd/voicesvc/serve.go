@@ -14,6 +14,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/control/postgres"
 	"voicesvc/gateway"
+	"voicesvc/netguard"
 	"voicesvc/redact"
 )
 
@@ -37,6 +38,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 // serve wires the concrete store, engine, limiter and meter into the gateway
 // and runs until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.Writer) error {
+	maxConns := connectionCap(cfg.MaxConns, logger)
 	store, err := openStore(ctx, cfg.DB)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
@@ -73,7 +75,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	runner.Start(ctx)
 	defer runner.Stop()
 
-	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout}, gateway.Deps{
+	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout, MaxConns: maxConns}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
 		Limiter:   limiter,
@@ -89,7 +91,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 
 	// Tests and scripts read the bound address from this line.
 	fmt.Fprintf(stderr, "voicesvc listening on http://%s\n", ln.Addr())
-	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "billing", cfg.Billing)
+	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "billing", cfg.Billing,
+		"max_conns", maxConns)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -112,6 +115,26 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// connectionCap raises the soft limit on open files to the hard one (every
+// connection, store file, media file and worker pipe is a descriptor), and
+// returns the connection cap: the flag's, or the raised limit less a
+// reserve. A cap at or over the limit is allowed, with a warning: accept
+// then runs out of descriptors, which the listener waits out.
+func connectionCap(flagValue int, logger *slog.Logger) int {
+	limit, err := netguard.RaiseFileLimit()
+	if err != nil {
+		logger.Warn("cannot raise the open-file limit", "limit", limit, "err", err)
+	}
+	if flagValue == 0 {
+		return netguard.DefaultMaxConns(limit)
+	}
+	if limit > 0 && uint64(flagValue) >= limit {
+		logger.Warn("--max-conns is not below the open-file limit: connections can exhaust the descriptors",
+			"max_conns", flagValue, "file_limit", limit)
+	}
+	return flagValue
 }
 
 // newLimiter counts limits in-process for a single server (SQLite), or in

@@ -67,6 +67,10 @@ type Options struct {
 	DB   string   // store URL; default a fresh SQLite file in t.TempDir()
 	Args []string // extra serve flags, e.g. --engine reference
 	Env  []string // extra environment, KEY=VALUE
+	// Wrap is a command the server runs under, given the binary and its
+	// arguments, e.g. prlimit --nofile=1024:1024. It must exec the binary,
+	// so that PID is the server's.
+	Wrap []string
 }
 
 // Server is one running voicesvc process.
@@ -91,7 +95,8 @@ func Start(t testing.TB, o Options) *Server {
 	}
 	args := append([]string{"serve", "--addr", "127.0.0.1:0", "--db", o.DB,
 		"--media-dir", filepath.Join(t.TempDir(), "media")}, o.Args...)
-	cmd := exec.Command(Binary(t), args...)
+	argv := append(append(append([]string{}, o.Wrap...), Binary(t)), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), o.Env...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
