@@ -163,7 +163,11 @@ func aliasOf(engineName, voice string) string {
 			hyphen = true
 		}
 	}
-	return strings.TrimRight(b.String(), "-")
+	alias := strings.TrimRight(b.String(), "-")
+	if len(alias) <= len(engineName) {
+		return "" // nothing of the voice's name is left
+	}
+	return alias
 }
 
 // kokoroLanguages maps the first letter of a Kokoro voice name to its
