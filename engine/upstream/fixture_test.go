@@ -24,7 +24,6 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // the input with the reference engine and streams it as s16le pcm in small
 // flushed pieces, the way Kokoro-FastAPI streams.
 type fixture struct {
-	t     *testing.T
 	srv   *httptest.Server
 	piece int // bytes per flushed piece
 
@@ -46,9 +45,9 @@ type fixture struct {
 	finished atomic.Int32  // requests whose audio was all written
 }
 
-func newFixture(t *testing.T) *fixture {
+func newFixture(t testing.TB) *fixture {
 	t.Helper()
-	f := &fixture{t: t, piece: 333, started: make(chan string, 64), gone: make(chan struct{}, 64)}
+	f := &fixture{piece: 333, started: make(chan string, 64), gone: make(chan struct{}, 64)}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	t.Cleanup(f.srv.Close)
 	return f
@@ -174,7 +173,7 @@ func samplesOf(pcm []byte) []float32 {
 
 // newEngine makes an engine of the given replicas with test-sized
 // durations; mod adjusts the configuration.
-func newEngine(t *testing.T, urls []string, mod func(*Config)) *Engine {
+func newEngine(t testing.TB, urls []string, mod func(*Config)) *Engine {
 	t.Helper()
 	cfg := Config{Name: "up1", Type: "openai", URLs: urls, APIKey: "vsk_test", Model: "service-v1",
 		Timeout: 5 * time.Second, MaxWait: 5 * time.Second,
