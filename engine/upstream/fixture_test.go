@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"math"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -48,7 +49,12 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	f := &fixture{piece: 333, started: make(chan string, 64), gone: make(chan struct{}, 64)}
-	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
+	f.srv = httptest.NewUnstartedServer(http.HandlerFunc(f.serve))
+	// Each connection counts its requests (onConn).
+	f.srv.Config.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		return context.WithValue(ctx, connKey{}, new(atomic.Int32))
+	}
+	f.srv.Start()
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -107,6 +113,12 @@ func (f *fixture) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	f.finished.Add(1)
 }
+
+type connKey struct{}
+
+// onConn counts r on its connection and returns its number there (1 for a
+// new connection's first request).
+func onConn(r *http.Request) int32 { return r.Context().Value(connKey{}).(*atomic.Int32).Add(1) }
 
 func (f *fixture) setHold(ch chan struct{}) {
 	f.mu.Lock()

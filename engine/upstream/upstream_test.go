@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -181,5 +182,34 @@ func TestInputChecks(t *testing.T) {
 	cat := e.Catalog()
 	if len(cat) != 1 || cat[0].Alias != "up1-linda" || string(cat[0].Profile) != "en-us-linda" || cat[0].Name != "up1-linda" {
 		t.Errorf("Catalog %+v", cat)
+	}
+}
+
+// TestStaleConnection: a kept-alive connection the upstream closes as the
+// next request arrives (its idle timeout racing ours) is not a failure:
+// the request is sent again at once on a new connection.
+func TestStaleConnection(t *testing.T) {
+	f := newFixture(t)
+	f.before = func(w http.ResponseWriter, r *http.Request, _ speechBody) bool {
+		if onConn(r) < 2 {
+			return false
+		}
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close() // the second request on a connection: closed unanswered
+		}
+		return true
+	}
+	e := newEngine(t, []string{f.srv.URL}, func(c *Config) { c.EjectAfter = 1 })
+	chunks, err := speak(context.Background(), e, "One. Two. Three.", time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := len(joined(chunks)), (len(render("One.", 0))+len(render("Two.", 0))+len(render("Three.", 0)))/2; got != want {
+		t.Errorf("%d samples, want %d", got, want)
+	}
+	st := e.Replicas()[0]
+	if st.StaleRetries != 2 || st.State != "up" || st.ErrorsUpstream != 0 || st.Completed != 3 {
+		t.Errorf("after stale connections: %+v", st)
 	}
 }
