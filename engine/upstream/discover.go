@@ -48,6 +48,10 @@ func (e *Engine) Discover(ctx context.Context) (int, error) {
 		e.mu.Lock()
 		e.discovered = voices
 		e.mu.Unlock()
+		langs := languagesOf(e.Catalog())
+		e.mu.Lock()
+		e.langs = langs
+		e.mu.Unlock()
 		return len(voices), nil
 	}
 	return 0, fmt.Errorf("upstream %s: discover voices: %w", e.cfg.Name, errors.Join(errs...))

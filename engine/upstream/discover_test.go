@@ -40,6 +40,9 @@ func TestDiscover(t *testing.T) {
 			if n != len(tc.want) || !slices.Equal(got, tc.want) {
 				t.Errorf("discovered %d:\n%q\nwant\n%q", n, got, tc.want)
 			}
+			if tc.name == "kokoro" && !slices.Equal(e.Languages(), []string{"en", "en-GB", "en-US"}) {
+				t.Errorf("Languages %v", e.Languages())
+			}
 			if e.Catalog()[0].Alias != "up1-linda" {
 				t.Error("the configured voice comes first")
 			}

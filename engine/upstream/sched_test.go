@@ -290,3 +290,38 @@ func TestTimeoutFreesSlot(t *testing.T) {
 		t.Errorf("after: %+v", st)
 	}
 }
+
+// TestCancelWhileWaiting: a request cancelled while it waits for a slot
+// leaves the queue, and the slot goes to the next one.
+func TestCancelWhileWaiting(t *testing.T) {
+	f := newFixture(t)
+	f.hold = make(chan struct{})
+	e := newEngine(t, []string{f.srv.URL}, func(c *Config) { c.MaxConcurrency = 1 })
+	errs := make(chan error, 3)
+	go func() { _, err := speak(context.Background(), e, "Holder.", time.Time{}); errs <- err }()
+	recv(t, f.started, "the holder")
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { _, err := speak(ctx, e, "Cancelled.", time.Now()); errs <- err }()
+	eventually(t, "a waiter", func() bool { return waiting(e) == 1 })
+	go func() { _, err := speak(context.Background(), e, "Next.", time.Now().Add(time.Hour)); errs <- err }()
+	eventually(t, "two waiters", func() bool { return waiting(e) == 2 })
+	cancel()
+	if err := recv(t, errs, "the cancelled waiter"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err %v, want context.Canceled", err)
+	}
+	if n := waiting(e); n != 1 {
+		t.Fatalf("%d waiting after a cancel, want 1", n)
+	}
+	close(f.hold)
+	for range 2 {
+		if err := recv(t, errs, "the others"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := recv(t, f.started, "the next request"); got != "Next." {
+		t.Errorf("served %q", got)
+	}
+	if st := e.Replicas()[0]; st.Outstanding != 0 || st.Requests != 2 {
+		t.Errorf("after: %+v", st)
+	}
+}

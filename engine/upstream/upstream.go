@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type Engine struct {
 
 	mu         sync.Mutex
 	discovered []engine.CatalogVoice
+	langs      []string // of the configured and discovered voices
 }
 
 var _ engine.Engine = (*Engine)(nil)
@@ -46,17 +48,19 @@ const chunkDuration = 20 * time.Millisecond
 // New validates cfg (Config.Validate) and returns its engine. It makes no
 // request: Discover lists the upstream's voices.
 func New(cfg Config) (*Engine, error) {
+	cfg.URLs = slices.Clone(cfg.URLs) // Validate normalizes them: not the caller's
+	cfg.Voices = slices.Clone(cfg.Voices)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg.URLs = slices.Clone(cfg.URLs)
-	cfg.Voices = slices.Clone(cfg.Voices)
 	s := &sched{slots: cfg.MaxConcurrency, ejectAfter: cfg.EjectAfter, ejectFor: cfg.EjectFor,
 		maxWait: cfg.MaxWait, maxWaiting: cfg.MaxWaiting, now: time.Now}
 	for _, u := range cfg.URLs {
 		s.replicas = append(s.replicas, newReplica(u, cfg.MaxConcurrency))
 	}
-	return &Engine{cfg: cfg, sched: s, chunk: max(1, cfg.SampleRate*int(chunkDuration/time.Millisecond)/1000)}, nil
+	e := &Engine{cfg: cfg, sched: s, chunk: max(1, cfg.SampleRate*int(chunkDuration/time.Millisecond)/1000)}
+	e.langs = languagesOf(e.Catalog())
+	return e, nil
 }
 
 // Name is the engine's configured name.
@@ -69,15 +73,27 @@ func (e *Engine) Type() string { return e.cfg.Type }
 // (the codec pipeline downstream does it once).
 func (e *Engine) NativeRate() int { return e.cfg.SampleRate }
 
-// Languages are those of the configured and discovered voices; empty when
-// there are none, meaning any well-formed tag.
+// Languages are those of the configured and discovered voices, each with
+// its primary language too ("en-US" and "en"), so that a request for "en"
+// or "en-GB" finds an "en-US" voice's engine; empty when there are no
+// voices, meaning any well-formed tag. The upstream protocol carries no
+// language: the voice decides.
 func (e *Engine) Languages() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.langs
+}
+
+func languagesOf(voices []engine.CatalogVoice) []string {
 	seen := map[string]bool{}
 	var out []string
-	for _, v := range e.Catalog() {
-		if !seen[v.Language] {
-			seen[v.Language] = true
-			out = append(out, v.Language)
+	for _, v := range voices {
+		primary, _, _ := strings.Cut(v.Language, "-")
+		for _, l := range []string{v.Language, strings.ToLower(primary)} {
+			if !seen[strings.ToLower(l)] {
+				seen[strings.ToLower(l)] = true
+				out = append(out, l)
+			}
 		}
 	}
 	sort.Strings(out)
@@ -161,6 +177,9 @@ func (e *Engine) sentence(ctx context.Context, body *speechBody, index int, due 
 	for try := 0; try < 2; try++ {
 		r, err := e.sched.acquire(ctx, due, failed)
 		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
 			if failed != nil {
 				return last // no other replica: the first failure stands
 			}
