@@ -53,6 +53,8 @@ func TestErrorClasses(t *testing.T) {
 		{"403", status(403, "", ""), upstream, 0, "403"},
 		{"json 200", status(200, "", `{"audio":"..."}`), upstream, 0, "not pcm"},
 		{"cut short", cutAfter(4000), upstream, 0, "cut short"},
+		{"other rate", withHeader("X-Sample-Rate", "22050"), upstream, 0, "sample_rate is 24000"},
+		{"stereo", withHeader("X-Channels", "2"), upstream, 0, "mono"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -89,6 +91,14 @@ func TestErrorClasses(t *testing.T) {
 				t.Errorf("counters %+v", st)
 			}
 		})
+	}
+}
+
+// withHeader answers audio with a header that contradicts the configuration.
+func withHeader(k, v string) func(http.ResponseWriter, *http.Request, speechBody) bool {
+	return func(w http.ResponseWriter, r *http.Request, _ speechBody) bool {
+		w.Header().Set(k, v)
+		return false
 	}
 }
 

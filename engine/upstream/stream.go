@@ -10,6 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -77,6 +79,10 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 		return false, false, &attemptError{class: classUpstream,
 			err: fmt.Errorf("upstream %s (%s) answered %q, not pcm audio", e.cfg.Name, r.display, ct)}
 	}
+	if err := e.checkLayout(resp.Header); err != nil {
+		return false, false, &attemptError{class: classUpstream,
+			err: fmt.Errorf("upstream %s (%s): %w", e.cfg.Name, r.display, err)}
+	}
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
 	pcm := pcmChunker{sentence: index, size: e.chunk}
@@ -122,6 +128,24 @@ func (e *Engine) transportError(ctx, actx context.Context, r *replica, err error
 	}
 	return &attemptError{class: classUpstream, unhealthy: true, retry: true,
 		err: fmt.Errorf("upstream %s (%s): %s: %w", e.cfg.Name, r.display, what, err)}
+}
+
+// checkLayout compares the layout headers voicesvc's compat (and some
+// others) send with the configuration: audio at another rate would play at
+// the wrong pitch, and stereo at half speed.
+func (e *Engine) checkLayout(h http.Header) error {
+	if v := h.Get("X-Sample-Rate"); v != "" {
+		if rate, err := strconv.Atoi(v); err != nil || rate != e.cfg.SampleRate {
+			return fmt.Errorf("the audio is at X-Sample-Rate %q, the configured sample_rate is %d", v, e.cfg.SampleRate)
+		}
+	}
+	if v := h.Get("X-Channels"); v != "" && v != "1" {
+		return fmt.Errorf("the audio has X-Channels %q, want mono", v)
+	}
+	if v := h.Get("X-Audio-Format"); v != "" && !strings.EqualFold(v, "s16le") {
+		return fmt.Errorf("the audio is X-Audio-Format %q, want s16le", v)
+	}
+	return nil
 }
 
 // pcmType accepts the types servers give raw pcm (Kokoro-FastAPI says
