@@ -53,7 +53,10 @@ func newReplica(base string, slots int) *replica {
 		// closing; the rare case is retried (see staleRetry).
 		IdleConnTimeout:    4 * time.Second,
 		DisableCompression: true, // pcm does not compress; gzip would only add latency
-		ForceAttemptHTTP2:  false,
+		// HTTP/1.1 (a custom dialer turns HTTP/2 off): one connection per
+		// stream, so a stream whose listener reads slowly holds back its
+		// own TCP window only, and a cancel closes just its connection.
+		ForceAttemptHTTP2: false,
 		// Small bodies out, audio in: the default 4 KiB write buffer is
 		// plenty; a 32 KiB read buffer takes a Kokoro chunk in few reads.
 		ReadBufferSize: 32 << 10,

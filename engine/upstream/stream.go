@@ -93,11 +93,15 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 	for {
 		n, rerr := resp.Body.Read(*bp)
 		if n > 0 {
-			timer.Reset(e.cfg.Timeout)
+			// The clock runs only while we wait for the upstream: emit
+			// may block as long as the listener needs (a WebSocket
+			// session pauses synthesis while its client catches up).
+			timer.Stop()
 			if err := pcm.write((*bp)[:n], out); err != nil {
 				pcm.drop()
 				return emitted, false, &attemptError{class: classCancel, err: err}
 			}
+			timer.Reset(e.cfg.Timeout)
 		}
 		if rerr == io.EOF {
 			if err := pcm.finish(out); err != nil {

@@ -213,3 +213,23 @@ func TestStaleConnection(t *testing.T) {
 		t.Errorf("after stale connections: %+v", st)
 	}
 }
+
+// TestSlowConsumer: the timeout counts only the wait for the upstream, not
+// the time emit takes (a WebSocket session pauses synthesis while its
+// client catches up).
+func TestSlowConsumer(t *testing.T) {
+	f := newFixture(t)
+	f.piece = 4096
+	e := newEngine(t, []string{f.srv.URL}, func(c *Config) { c.Timeout = 50 * time.Millisecond })
+	n := 0
+	err := e.Synthesize(context.Background(), engine.Request{Text: "A listener that reads slowly.", Profile: []byte("v")},
+		func(c engine.Chunk) error {
+			if n++; n == 2 {
+				time.Sleep(200 * time.Millisecond) // longer than the timeout
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatalf("a slow consumer timed the upstream out: %v", err)
+	}
+}
