@@ -1,0 +1,245 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptrace"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"voicesvc/engine"
+)
+
+// speechBody is the OpenAI speech request.
+type speechBody struct {
+	Model          string  `json:"model"`
+	Input          string  `json:"input"`
+	Voice          string  `json:"voice"`
+	ResponseFormat string  `json:"response_format"`
+	Stream         bool    `json:"stream"`
+	Speed          float64 `json:"speed,omitempty"`
+}
+
+// maxErrorBody bounds what is read of a refusal's body.
+const maxErrorBody = 4 << 10
+
+// readBuffers hold a response's bytes between the socket and conversion:
+// 16 KiB is a third of a second of 24 kHz pcm, more than an upstream
+// usually has ready at once.
+var readBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// attempt sends the sentence to r and streams its audio to emit. emitted
+// says whether any chunk reached emit; stale that the request failed on a
+// reused connection before any answer, which is worth resending at once.
+func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, index int, emit func(engine.Chunk) error) (emitted, stale bool, aerr *attemptError) {
+	r.stats.requests.Add(1)
+	payload, err := json.Marshal(body)
+	if err != nil {
+		return false, false, &attemptError{class: classUpstream, err: err}
+	}
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	// Until the first audio byte, then between reads: a stalled stream
+	// ends like one that never started.
+	timer := time.AfterFunc(e.cfg.Timeout, func() { cancel(errTimeout) })
+	defer timer.Stop()
+	var reused bool
+	trace := &httptrace.ClientTrace{GotConn: func(c httptrace.GotConnInfo) { reused = c.Reused }}
+	req, err := http.NewRequestWithContext(httptrace.WithClientTrace(actx, trace), http.MethodPost, r.speech, bytes.NewReader(payload))
+	if err != nil {
+		return false, false, &attemptError{class: classUpstream, err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "audio/pcm, application/octet-stream, */*;q=0.1")
+	if e.cfg.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		aerr = e.transportError(ctx, actx, r, err, "request failed")
+		return false, reused && aerr.class != classCancel && !errors.Is(context.Cause(actx), errTimeout), aerr
+	}
+	// Closing a body not read to its end drops the connection: the
+	// upstream sees the disconnect and stops rendering.
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return false, false, e.statusError(r, resp, upstreamMessage(b, resp.StatusCode))
+	}
+	if ct := resp.Header.Get("Content-Type"); !pcmType(ct) {
+		return false, false, &attemptError{class: classUpstream,
+			err: fmt.Errorf("upstream %s (%s) answered %q, not pcm audio", e.cfg.Name, r.display, ct)}
+	}
+	if err := e.checkLayout(resp.Header); err != nil {
+		return false, false, &attemptError{class: classUpstream,
+			err: fmt.Errorf("upstream %s (%s): %w", e.cfg.Name, r.display, err)}
+	}
+	bp := readBuffers.Get().(*[]byte)
+	defer readBuffers.Put(bp)
+	pcm := pcmChunker{sentence: index, size: e.chunk}
+	out := func(c engine.Chunk) error {
+		emitted = true
+		return emit(c)
+	}
+	for {
+		n, rerr := resp.Body.Read(*bp)
+		if n > 0 {
+			// The clock runs only while we wait for the upstream: emit
+			// may block as long as the listener needs (a WebSocket
+			// session pauses synthesis while its client catches up).
+			timer.Stop()
+			if err := pcm.write((*bp)[:n], out); err != nil {
+				pcm.drop()
+				return emitted, false, &attemptError{class: classCancel, err: err}
+			}
+			timer.Reset(e.cfg.Timeout)
+		}
+		if rerr == io.EOF {
+			if err := pcm.finish(out); err != nil {
+				return emitted, false, &attemptError{class: classCancel, err: err}
+			}
+			return emitted, false, nil
+		}
+		if rerr != nil {
+			pcm.drop()
+			return emitted, false, e.transportError(ctx, actx, r, rerr, "audio stream cut short")
+		}
+	}
+}
+
+// transportError classifies a failure to reach the upstream or to read its
+// stream: the caller's cancellation, the timeout, a refused connection
+// (busy) or anything else.
+func (e *Engine) transportError(ctx, actx context.Context, r *replica, err error, what string) *attemptError {
+	switch {
+	case ctx.Err() != nil:
+		return &attemptError{class: classCancel, err: ctx.Err()}
+	case errors.Is(context.Cause(actx), errTimeout):
+		return &attemptError{class: classUpstream, unhealthy: true, retry: true,
+			err: fmt.Errorf("upstream %s (%s): %s: %w (%v)", e.cfg.Name, r.display, what, errTimeout, e.cfg.Timeout)}
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return &attemptError{class: classBusy, unhealthy: true, retry: true,
+			err: &BusyError{RetryAfter: 1, Reason: fmt.Sprintf("upstream %s (%s) refused the connection", e.cfg.Name, r.display)}}
+	}
+	return &attemptError{class: classUpstream, unhealthy: true, retry: true,
+		err: fmt.Errorf("upstream %s (%s): %s: %w", e.cfg.Name, r.display, what, err)}
+}
+
+// checkLayout compares the layout headers voicesvc's compat (and some
+// others) send with the configuration: audio at another rate would play at
+// the wrong pitch, and stereo at half speed.
+func (e *Engine) checkLayout(h http.Header) error {
+	if v := h.Get("X-Sample-Rate"); v != "" {
+		if rate, err := strconv.Atoi(v); err != nil || rate != e.cfg.SampleRate {
+			return fmt.Errorf("the audio is at X-Sample-Rate %q, the configured sample_rate is %d", v, e.cfg.SampleRate)
+		}
+	}
+	if v := h.Get("X-Channels"); v != "" && v != "1" {
+		return fmt.Errorf("the audio has X-Channels %q, want mono", v)
+	}
+	if v := h.Get("X-Audio-Format"); v != "" && !strings.EqualFold(v, "s16le") {
+		return fmt.Errorf("the audio is X-Audio-Format %q, want s16le", v)
+	}
+	return nil
+}
+
+// pcmType accepts the types servers give raw pcm (Kokoro-FastAPI says
+// audio/pcm, others octet-stream or nothing) and refuses what is surely
+// not it: an error page, or an encoded format sent despite the request.
+func pcmType(ct string) bool {
+	if ct == "" {
+		return true
+	}
+	t, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	switch t {
+	case "audio/pcm", "audio/l16", "audio/raw", "audio/x-raw", "application/octet-stream", "binary/octet-stream":
+		return true
+	}
+	return false
+}
+
+// pcmChunker turns s16le bytes, cut anywhere (an odd count included), into
+// float32 chunks of size samples.
+type pcmChunker struct {
+	sentence int
+	size     int
+	cur      []float32 // the chunk being filled; len = samples so far
+	odd      bool      // carry holds the low byte of a sample
+	carry    byte
+}
+
+func (p *pcmChunker) write(b []byte, emit func(engine.Chunk) error) error {
+	if p.odd && len(b) > 0 {
+		p.odd = false
+		if err := p.put(int16(uint16(p.carry)|uint16(b[0])<<8), emit); err != nil {
+			return err
+		}
+		b = b[1:]
+	}
+	for len(b) >= 2 {
+		if p.cur == nil {
+			p.cur = engine.SampleBuffer(p.size)[:0]
+		}
+		n := min(p.size-len(p.cur), len(b)/2)
+		dst := p.cur[len(p.cur) : len(p.cur)+n]
+		for i := range dst {
+			dst[i] = float32(int16(uint16(b[2*i])|uint16(b[2*i+1])<<8)) / 32768
+		}
+		p.cur = p.cur[:len(p.cur)+n]
+		b = b[2*n:]
+		if len(p.cur) == p.size {
+			if err := p.flush(emit); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b) == 1 {
+		p.odd, p.carry = true, b[0]
+	}
+	return nil
+}
+
+func (p *pcmChunker) put(s int16, emit func(engine.Chunk) error) error {
+	if p.cur == nil {
+		p.cur = engine.SampleBuffer(p.size)[:0]
+	}
+	p.cur = append(p.cur, float32(s)/32768)
+	if len(p.cur) == p.size {
+		return p.flush(emit)
+	}
+	return nil
+}
+
+func (p *pcmChunker) flush(emit func(engine.Chunk) error) error {
+	c := engine.Chunk{Samples: p.cur, Sentence: p.sentence}
+	p.cur = nil
+	return emit(c)
+}
+
+// finish emits what is left as the sentence's last chunk (possibly empty).
+// A lone trailing byte is half a sample: dropped.
+func (p *pcmChunker) finish(emit func(engine.Chunk) error) error {
+	c := engine.Chunk{Samples: p.cur, Sentence: p.sentence, Last: true}
+	p.cur = nil
+	return emit(c)
+}
+
+// drop gives back a partly filled chunk that will not be emitted.
+func (p *pcmChunker) drop() {
+	if p.cur != nil {
+		engine.RecycleSamples(p.cur)
+		p.cur = nil
+	}
+}

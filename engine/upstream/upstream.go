@@ -1,0 +1,230 @@
+// Package upstream makes an OpenAI-compatible speech server (Kokoro-FastAPI,
+// LocalAI, Speaches, another voicesvc's compat endpoint) an engine.Engine:
+// each sentence is one POST {url}/audio/speech asking for streamed pcm,
+// read as it arrives and emitted in 20 ms chunks at the upstream's rate.
+//
+// An engine has one or more replicas, each with its own keep-alive
+// connections and a cap on requests in flight; requests beyond the caps
+// wait, earliest deadline first. A sentence goes to the replica with the
+// fewest outstanding requests; a replica that fails three times in a row
+// (connection failures, timeouts, 5xx answers) is ejected for 5 seconds. A
+// sentence that fails before any of its audio was emitted is retried once
+// on another replica.
+//
+// The profile of an upstream voice is the upstream's voice name, as bytes.
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"voicesvc/engine"
+)
+
+// Engine is an upstream engine. It is safe for concurrent use.
+type Engine struct {
+	cfg   Config
+	sched *sched
+	chunk int // samples per emitted chunk: 20 ms
+
+	mu         sync.Mutex
+	discovered []engine.CatalogVoice
+	langs      []string // of the configured and discovered voices
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// chunkDuration is the audio length of an emitted chunk: what the built-in
+// engines emit, and small enough that a chunk waits at most 20 ms of the
+// upstream's output before it leaves.
+const chunkDuration = 20 * time.Millisecond
+
+// New validates cfg (Config.Validate) and returns its engine. It makes no
+// request: Discover lists the upstream's voices.
+func New(cfg Config) (*Engine, error) {
+	cfg.URLs = slices.Clone(cfg.URLs) // Validate normalizes them: not the caller's
+	cfg.Voices = slices.Clone(cfg.Voices)
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &sched{slots: cfg.MaxConcurrency, ejectAfter: cfg.EjectAfter, ejectFor: cfg.EjectFor,
+		maxWait: cfg.MaxWait, maxWaiting: cfg.MaxWaiting, now: time.Now}
+	for _, u := range cfg.URLs {
+		s.replicas = append(s.replicas, newReplica(u, cfg.MaxConcurrency))
+	}
+	e := &Engine{cfg: cfg, sched: s, chunk: max(1, cfg.SampleRate*int(chunkDuration/time.Millisecond)/1000)}
+	e.langs = languagesOf(e.Catalog())
+	return e, nil
+}
+
+// Name is the engine's configured name.
+func (e *Engine) Name() string { return e.cfg.Name }
+
+// Type is the upstream's protocol: "openai".
+func (e *Engine) Type() string { return e.cfg.Type }
+
+// NativeRate is the upstream's pcm rate: chunks are not resampled here
+// (the codec pipeline downstream does it once).
+func (e *Engine) NativeRate() int { return e.cfg.SampleRate }
+
+// Languages are those of the configured and discovered voices, each with
+// its primary language too ("en-US" and "en"), so that a request for "en"
+// or "en-GB" finds an "en-US" voice's engine; empty when there are no
+// voices, meaning any well-formed tag. The upstream protocol carries no
+// language: the voice decides.
+func (e *Engine) Languages() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.langs
+}
+
+func languagesOf(voices []engine.CatalogVoice) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, v := range voices {
+		primary, _, _ := strings.Cut(v.Language, "-")
+		for _, l := range []string{v.Language, strings.ToLower(primary)} {
+			if !seen[strings.ToLower(l)] {
+				seen[strings.ToLower(l)] = true
+				out = append(out, l)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Catalog lists the configured voices, then the discovered ones; each
+// profile is the upstream's voice name.
+func (e *Engine) Catalog() []engine.CatalogVoice {
+	out := make([]engine.CatalogVoice, 0, len(e.cfg.Voices))
+	for _, v := range e.cfg.Voices {
+		out = append(out, engine.CatalogVoice{Alias: v.Alias, Name: v.Name, Language: v.Language,
+			Labels: v.Labels, Profile: []byte(v.Voice)})
+	}
+	e.mu.Lock()
+	out = append(out, e.discovered...)
+	e.mu.Unlock()
+	return out
+}
+
+// errNoCloning: an upstream renders its own voices only.
+var errNoCloning = errors.New("upstream engines do not enroll voices: cloning runs on the built-in engine")
+
+// Enroll is not supported.
+func (e *Engine) Enroll(context.Context, engine.Clip) ([]byte, error) {
+	return nil, errNoCloning
+}
+
+// Replicas returns each replica's state and totals, in configured order.
+func (e *Engine) Replicas() []ReplicaState { return e.sched.states() }
+
+// Ready fails when every replica is ejected.
+func (e *Engine) Ready() error {
+	for _, r := range e.Replicas() {
+		if r.State == "up" {
+			return nil
+		}
+	}
+	return fmt.Errorf("upstream %s: every replica is ejected", e.cfg.Name)
+}
+
+// Close drops the kept-alive connections.
+func (e *Engine) Close() error {
+	for _, r := range e.sched.replicas {
+		r.client.CloseIdleConnections()
+	}
+	return nil
+}
+
+// Synthesize renders req sentence by sentence, one upstream request each,
+// so that a failed sentence can be retried alone and the next sentence
+// starts on whichever replica is least loaded. Params.Speed is forwarded;
+// the upstream protocol has no pitch or volume.
+func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	if len(req.Profile) == 0 {
+		return fmt.Errorf("%w: %v", engine.ErrInvalidInput, errNoVoice)
+	}
+	sents := engine.Sentences(req.Text)
+	if len(sents) == 0 {
+		return fmt.Errorf("%w: no text to speak", engine.ErrInvalidInput)
+	}
+	body := speechBody{Model: e.cfg.Model, Voice: string(req.Profile), ResponseFormat: "pcm", Stream: true}
+	if req.Params.Speed > 0 {
+		body.Speed = req.Params.Speed
+	}
+	for i, s := range sents {
+		body.Input = s.Text
+		if err := e.sentence(ctx, &body, i, req.Due, emit); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sentence renders one sentence: one attempt, and a second on another
+// replica if the first failed before emitting audio and another replica
+// might do better.
+func (e *Engine) sentence(ctx context.Context, body *speechBody, index int, due time.Time, emit func(engine.Chunk) error) error {
+	var failed *replica
+	var last error
+	for try := 0; try < 2; try++ {
+		r, err := e.sched.acquire(ctx, due, failed)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if failed != nil {
+				return last // no other replica: the first failure stands
+			}
+			return err
+		}
+		if failed != nil {
+			r.stats.retries.Add(1)
+		}
+		emitted, aerr := e.attemptStale(ctx, r, body, index, emit)
+		if aerr == nil {
+			e.sched.release(r, classOK, false)
+			r.stats.completed.Add(1)
+			return nil
+		}
+		e.sched.release(r, aerr.class, aerr.unhealthy)
+		e.count(r, aerr.class)
+		if emitted || !aerr.retry || ctx.Err() != nil {
+			return aerr.err
+		}
+		failed, last = r, aerr.err
+	}
+	return last
+}
+
+func (e *Engine) count(r *replica, c class) {
+	switch c {
+	case classBusy:
+		r.stats.errBusy.Add(1)
+	case classInvalid:
+		r.stats.errInvalid.Add(1)
+	case classUpstream:
+		r.stats.errUpstream.Add(1)
+	case classCancel:
+		r.stats.cancelled.Add(1)
+	}
+}
+
+// attemptStale runs one attempt on r, and runs it once more at once when
+// it failed on a kept-alive connection the server had closed (a race with
+// its idle timeout, not a sign of ill health).
+func (e *Engine) attemptStale(ctx context.Context, r *replica, body *speechBody, index int, emit func(engine.Chunk) error) (bool, *attemptError) {
+	emitted, stale, err := e.attempt(ctx, r, body, index, emit)
+	if stale {
+		r.stats.staleRetries.Add(1)
+		emitted, _, err = e.attempt(ctx, r, body, index, emit)
+	}
+	return emitted, err
+}
