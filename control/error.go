@@ -4,11 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 )
 
-// Error codes. Every error a client can see carries one of these; the table
-// below maps each to its HTTP status, so handlers never choose a status.
+// Error codes. Every error a client can see carries one of these; the
+// gateway's one table (gateway/status.go) maps each to its HTTP status, so
+// handlers never choose a status.
 const (
 	// 400
 	EInvalidJSON         = "invalid_json"
@@ -72,41 +72,10 @@ const (
 	EShuttingDown = "shutting_down"
 )
 
-// statusByCode is the one table from code to HTTP status.
-var statusByCode = map[string]int{
-	EInvalidJSON: 400, ETextRequired: 400, ETextTooLong: 400, EVoiceNotReady: 400,
-	EInvalidOutputFormat: 400, EInvalidSampleRate: 400, EInvalidNumStep: 400,
-	EInvalidExpressive: 400, EInvalidLanguage: 400, EInvalidSettings: 400,
-	EFileRequired: 400, EFileTooLarge: 400, ERefTextTooLong: 400, EConsentRequired: 400,
-	EInvalidTTL: 400, EInvalidVoiceID: 400, EInvalidPage: 400, EInvalidRequest: 400,
-	EUnsupportedFormat: 400,
-
-	EUnauthorized: 401, EKeyExpired: 401, ETokenInvalid: 401,
-
-	EQuotaExhausted: 402, EInsufficientCredits: 402,
-
-	EInsufficientScope: 403, EVoiceNotAllowed: 403, EFeatureDisabled: 403,
-
-	ENotFound: 404, EMethodNotAllowed: 405,
-	EVoiceBusy: 409, EIdempotencyInProgress: 409,
-	EPayloadTooLarge: 413,
-	EInvalidInput:    422, EIdempotencyKeyReused: 422,
-
-	ERateLimited: 429, EConcurrencyLimited: 429, ETooManySessions: 429,
-
-	EInternal: 500, EUpstreamError: 502, EUpstreamBusy: 503, EUnavailable: 503,
-	EStoreUnavailable: 503, EShuttingDown: 503,
-}
-
-// flatCodes are answered with the flat billing body of interface 2.1
-// ({"error": "<code>", ...}) instead of the envelope.
-var flatCodes = map[string]bool{
-	EQuotaExhausted: true, EInsufficientCredits: true, EFeatureDisabled: true,
-}
-
 // Error is the one error type of the service. It carries everything a
-// transport needs to answer: the code (and so the status), a message safe to
-// show the client, and the details of billing denials and retry hints.
+// transport needs to answer: the code (each transport maps it to its own
+// status: gateway/status.go for HTTP), a message safe to show the client,
+// and the details of billing denials and retry hints.
 type Error struct {
 	Code    string
 	Message string
@@ -123,31 +92,9 @@ type Error struct {
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
 
-// Status is the HTTP status of the error's code.
-func (e *Error) Status() int { return StatusOf(e.Code) }
-
-// Flat reports whether the error is answered with the flat billing body.
-func (e *Error) Flat() bool { return flatCodes[e.Code] }
-
-// WireCode is the code sent to clients; plain 401s carry none.
-func (e *Error) WireCode() string {
-	if e.Code == EUnauthorized {
-		return ""
-	}
-	return e.Code
-}
-
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
-}
-
-// StatusOf maps a code to its HTTP status; unknown codes are 500.
-func StatusOf(code string) int {
-	if s, ok := statusByCode[code]; ok {
-		return s
-	}
-	return http.StatusInternalServerError
 }
 
 // ErrorCode returns the code of err if it is (or wraps) an *Error,

@@ -270,7 +270,7 @@ func appendCompatError(b []byte, ctx *fasthttp.RequestCtx, e *control.Error) []b
 	b = append(b, `{"error":{"message":`...)
 	b = appendString(b, msg)
 	b = append(b, `,"type":`...)
-	b = appendString(b, compatType(e.Status()))
+	b = appendString(b, compatType(statusOf(e.Code)))
 	b = append(b, `,"param":`...)
 	if param := compatParam(ctx, e.Code); param != "" {
 		b = appendString(b, param)
@@ -278,7 +278,7 @@ func appendCompatError(b []byte, ctx *fasthttp.RequestCtx, e *control.Error) []b
 		b = append(b, "null"...)
 	}
 	b = append(b, `,"code":`...)
-	if code := e.WireCode(); code != "" {
+	if code := wireCode(e); code != "" {
 		b = appendString(b, code)
 	} else {
 		b = append(b, "null"...)

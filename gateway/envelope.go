@@ -71,7 +71,7 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 			"path", string(ctx.Path()), "err", err)
 		e = errInternal
 	}
-	status := e.Status()
+	status := statusOf(e.Code)
 	if e.RetryAfter > 0 {
 		ctx.Response.Header.SetCanonical(hdrRetryAfter, strconv.AppendInt(nil, int64(e.RetryAfter), 10))
 	}
@@ -80,14 +80,14 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case isCompatPath(ctx): // the third-party shape (compat.go)
 		b = appendCompatError(buf.B[:0], ctx, e)
-	case e.Flat():
+	case isFlat(e):
 		b = appendFlat(buf.B[:0], e)
 	default:
 		b = append(buf.B[:0], `{"status":`...)
 		b = strconv.AppendInt(b, int64(status), 10)
 		b = append(b, `,"error":true,"message":`...)
 		b = appendString(b, e.Message)
-		if code := e.WireCode(); code != "" {
+		if code := wireCode(e); code != "" {
 			b = append(b, `,"code":`...)
 			b = appendString(b, code)
 		}

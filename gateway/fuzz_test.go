@@ -23,7 +23,7 @@ func checkVoiceInput(t *testing.T, body []byte, in *voiceInput, err error) {
 		if !ok {
 			t.Fatalf("error %T %v is not a *control.Error", err, err)
 		}
-		if s := e.Status(); s != 400 && s != 413 {
+		if s := statusOf(e.Code); s != 400 && s != 413 {
 			t.Fatalf("status %d (%s) for a body error", s, e.Code)
 		}
 		return
