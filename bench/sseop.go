@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// sseScenario: POST /voices/{id}/stream, events per interface 6.1.
+// sseScenario: POST /voices/{id}/stream, events per docs/api.md#sse-events.
 type sseScenario struct{ t *target }
 
 func (sc *sseScenario) open(context.Context, int) error { return nil }

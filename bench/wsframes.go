@@ -7,7 +7,7 @@ import (
 	"strconv"
 )
 
-// wsMsg is the union of the server messages the bench reads (interface 6.2).
+// wsMsg is the union of the server messages the bench reads (docs/realtime.md#client-messages).
 type wsMsg struct {
 	Type               string  `json:"type"`
 	ContextID          string  `json:"context_id"`

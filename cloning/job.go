@@ -15,14 +15,14 @@ import (
 	"voicesvc/engine"
 )
 
-// Progress milestones reported to the job (interface 2.3: 0-100).
+// Progress milestones reported to the job (docs/api.md#job-object: 0-100).
 const (
 	progressDecoded  = 20
 	progressAnalysed = 60
 	progressPreview  = 90
 )
 
-// Job error codes (the job's error.code; decisions.md "Jobs").
+// Job error codes (the job's error.code; docs/api.md#jobs).
 const (
 	CodeClipUnusable     = "clip_unusable"     // not enough continuous speech
 	CodeUnsupportedAudio = "unsupported_audio" // not WAV, MP3, FLAC or Ogg Opus

@@ -7,7 +7,7 @@ import (
 	"math/big"
 )
 
-// Secret formats (decisions.md "Names and ids"): a prefix and 40 base62
+// Secret formats (docs/api.md#overview): a prefix and 40 base62
 // characters made from 30 random bytes. Only the SHA-256 of a secret is
 // stored, and lookups are by that hash.
 const (
@@ -79,7 +79,7 @@ func SameHash(a, b []byte) bool {
 	return len(a) == len(b) && subtle.ConstantTimeCompare(a, b) == 1
 }
 
-// ValidScope reports whether s names a scope of interface 5.1.
+// ValidScope reports whether s names a scope of docs/api.md#api-keys.
 func ValidScope(s string) bool {
 	switch s {
 	case ScopeTTS, ScopeVoicesRead, ScopeVoicesWrite, ScopeClone:

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Plan is a row of the plan table (decisions.md "Plans").
+// Plan is a row of the plan table (docs/api.md#plans).
 type Plan struct {
 	Name         string
 	Concurrency  int   // concurrent-stream slots
@@ -113,7 +113,7 @@ type WorkspaceUpdate struct {
 	Sessions    *int
 }
 
-// Scopes (interface 5.1).
+// Scopes (docs/api.md#api-keys).
 const (
 	ScopeVoicesRead  = "voices:read"
 	ScopeVoicesWrite = "voices:write"
@@ -146,7 +146,7 @@ func (k *APIKey) HasScope(scope string) bool {
 	return false
 }
 
-// AccessToken is a short-lived single-use browser token (interface 2.4, 3.3).
+// AccessToken is a short-lived single-use browser token (docs/api.md#access-tokens).
 type AccessToken struct {
 	ID          string
 	Hash        []byte
@@ -258,7 +258,7 @@ type JobError struct {
 	Message string `json:"message"`
 }
 
-// Job is a clone job (interface 2.3). Lease fields are internal.
+// Job is a clone job (docs/api.md#job-object). Lease fields are internal.
 type Job struct {
 	ID         string
 	VoiceID    string

@@ -31,7 +31,7 @@ const (
 	EInvalidRequest      = "invalid_request"
 	EUnsupportedFormat   = "unsupported_response_format"
 
-	// 401. EUnauthorized is sent without a code (interface 5.1).
+	// 401. EUnauthorized is sent without a code (docs/api.md#api-keys).
 	EUnauthorized = "unauthorized"
 	EKeyExpired   = "key_expired"
 	ETokenInvalid = "token_invalid"

@@ -12,7 +12,7 @@ import (
 	"voicesvc/control/sqlite"
 )
 
-// The meter against the real SQLite store: the rules of decisions.md
+// The meter against the real SQLite store: the rules of docs/api.md
 // "Plans" end to end, not against a fake that could agree with a mistake.
 
 var pinned = time.Date(2026, 11, 30, 23, 59, 0, 0, time.UTC)

@@ -16,7 +16,7 @@ import (
 )
 
 // Synthesis over HTTP against the real binary and the real engine
-// (interface 4.5, 4.6; issue 4).
+// (docs/api.md#speak, #stream; issue 4).
 
 var synFormats = []codec.Format{codec.WAV, codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE}
 

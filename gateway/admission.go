@@ -13,7 +13,7 @@ import (
 )
 
 // Admission: the limits and billing every request and every synthesis pass
-// (interface 8, decisions.md "Plans"). Two steps, in this order:
+// (docs/api.md#limits, #plans). Two steps, in this order:
 //
 //  1. admitRequest, in the route wrapper for every authenticated API request
 //     (speak, stream, compat, WebSocket handshakes, job polling, tokens...):
@@ -39,7 +39,7 @@ type synthState struct {
 	meter control.Meter
 	// consumeToken, when set, marks the access token of p used. admit calls
 	// it last, once the request is certain to run, so that a request refused
-	// by a limit or billing leaves the token valid (interface 3.3). An error
+	// by a limit or billing leaves the token valid (docs/api.md#access-tokens). An error
 	// (401 token_invalid when another use won) refuses the request: its
 	// charge is refunded and its slot freed. Set by tokens.go.
 	consumeToken func(ctx context.Context, p *Principal) error
@@ -86,7 +86,7 @@ var (
 )
 
 // admitRequest counts one request against p's workspace and stamps the
-// RateLimit-Policy and RateLimit headers of interface 8, on refusals too.
+// RateLimit-Policy and RateLimit headers of docs/api.md#limits, on refusals too.
 // Plans without a request rate get no rps items and no limiter call.
 func (s *Server) admitRequest(ctx *fasthttp.RequestCtx, p *Principal) error {
 	l := &p.Limits

@@ -70,7 +70,7 @@ func (s Scopes) Has(scope string) bool {
 }
 
 // Has reports whether the principal may use scope. Legacy keys have all
-// four scopes (interface 5.1); tokens grant tts only (interface 2.4).
+// four scopes (docs/api.md#api-keys); tokens grant tts only (docs/api.md#access-tokens).
 func (p *Principal) Has(scope string) bool {
 	if p.Token != nil {
 		return scope == control.ScopeTTS
@@ -88,7 +88,7 @@ var (
 )
 
 // authenticate finds the principal of a request and checks the route's
-// scope. X-API-Key wins over Authorization (interface 5.3 order).
+// scope. X-API-Key wins over Authorization (docs/api.md#access-tokens order).
 // Missing, malformed, unknown or revoked credentials are a plain 401; an
 // expired key is 401 key_expired; a missing scope 403 insufficient_scope.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, error) {

@@ -25,7 +25,7 @@ func CatalogVoiceID(alias string) string {
 }
 
 // SeedCatalog makes the catalog workspace own exactly the engine's built-in
-// voices, public and ready, each with its alias (decisions.md "Voices").
+// voices, public and ready, each with its alias (docs/api.md#voices).
 // Without an engine it seeds fallbackCatalog, the espeak-ng voices the
 // embedded engine ships, so that a fresh server lists voices at once.
 // Safe to run at every start and from several servers.
@@ -77,7 +77,7 @@ func catalogVoices(cat []engine.CatalogVoice, now int64) ([]*control.Voice, erro
 	return voices, nil
 }
 
-// validAlias: lowercase letters, digits and hyphens (interface 2.2).
+// validAlias: lowercase letters, digits and hyphens (docs/api.md#voice-object).
 func validAlias(a string) bool {
 	if a == "" || len(a) > 64 {
 		return false

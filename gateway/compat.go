@@ -17,8 +17,7 @@ import (
 	"voicesvc/synth"
 )
 
-// The compatible speech endpoint (interface 2.6, 4.10, 5.4; decisions.md
-// "Compatible speech endpoint"): POST {api_root}/compat/audio/speech in the
+// The compatible speech endpoint (docs/api.md#compatible-speech): POST {api_root}/compat/audio/speech in the
 // request shape of the widely used third-party TTS API, so that a tool given
 // the base URL {api_root}/compat works unchanged.
 //
@@ -96,7 +95,7 @@ func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *Principal) {
 		return
 	}
 	// Without the plan's streaming feature the whole clip comes in one
-	// response (interface 4.10).
+	// response (docs/api.md#compatible-speech).
 	s.respondAudio(ctx, job, a, "compat", !p.Limits.Streaming, setCompatAudioHeaders)
 }
 

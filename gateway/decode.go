@@ -32,7 +32,7 @@ func (f fieldCodes) code(field string) string {
 }
 
 // decodeJSON reads the request body into dst, a pointer to a struct. The
-// rules of decisions.md: unknown fields are ignored; malformed JSON is 400
+// rules of docs/api.md: unknown fields are ignored; malformed JSON is 400
 // invalid_json; a value of the wrong type (a string where a number is
 // required) is 400 with the code codes gives its field; a body that is not
 // one JSON object is 400 invalid_request. An empty body decodes as {}.

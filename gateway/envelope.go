@@ -37,7 +37,7 @@ var (
 	errNotFound     = control.Errorf(control.ENotFound, "not found")
 )
 
-// writeData answers with the success envelope of interface 2.1:
+// writeData answers with the success envelope of docs/api.md#envelope:
 // {"status": N, "data": ..., "error": false}.
 func (s *Server) writeData(ctx *fasthttp.RequestCtx, status int, data payload) {
 	buf := bytebufferpool.Get()
@@ -53,7 +53,7 @@ func (s *Server) writeData(ctx *fasthttp.RequestCtx, status int, data payload) {
 	bytebufferpool.Put(buf)
 }
 
-// writeError answers with the failure envelope of interface 2.1, or with the
+// writeError answers with the failure envelope of docs/api.md#envelope, or with the
 // flat body for billing and plan denials. It is the only place an error
 // becomes a response. An error that is not *control.Error is a store that
 // cannot be reached (503 store_unavailable, Retry-After 1, logged as a

@@ -14,7 +14,7 @@ import (
 	"voicesvc/control"
 )
 
-// Idempotency-Key (decisions.md "Synthesis") on POST /voices, clone, enroll
+// Idempotency-Key (docs/api.md#synthesis) on POST /voices, clone, enroll
 // and speak, as a wrapper around the handler so that handlers know nothing
 // of it:
 //

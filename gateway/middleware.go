@@ -27,10 +27,10 @@ type route struct {
 	scope string // scope required of an API key; "" = no authentication
 	// tokens: `Authorization: Bearer vst_...` access tokens are accepted
 	// (speak, stream). bearerKeys: `Authorization: Bearer vsk_...` API keys
-	// are accepted (the compat endpoint, interface 5.4).
+	// are accepted (the compat endpoint, docs/api.md#compatible-speech).
 	tokens     bool
 	bearerKeys bool
-	// cors: answer with CORS headers (API routes, decisions.md "Browsers").
+	// cors: answer with CORS headers (API routes, docs/api.md#headers).
 	cors bool
 
 	latency prometheus.Observer

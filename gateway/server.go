@@ -1,5 +1,5 @@
 // Package gateway is the HTTP face of voicesvc: a fasthttp server with the
-// routes of interface.md under /voice-svc/api/v1/public, plus /healthz,
+// routes of docs/api.md under /voice-svc/api/v1/public, plus /healthz,
 // /readyz and /metrics at the root.
 //
 // Every handler reads the same way: parse the request, call the store or the
@@ -9,7 +9,7 @@
 //
 // Adding a route: write `func (s *Server) x(ctx *fasthttp.RequestCtx, p
 // *Principal)` in the resource's file (voices.go is the model), register it
-// in routes() with its scope (decisions.md "Scopes per endpoint"), and in
+// in routes() with its scope (docs/api.md#scopes), and in
 // the handler:
 //
 //	in, err := parse...(ctx.Request.Body())    // decodeJSON for JSON bodies

@@ -107,7 +107,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // TestRevocationReachesServers: two servers on one SQLite file; a key
 // revoked through a third handle (as `voicesvc admin key revoke` does) is
 // refused by both, through each one's change feed, although both had it
-// cached. The wait is logged; decisions.md promises 2 seconds.
+// cached. The wait is logged; docs/api.md promises 2 seconds.
 func TestRevocationReachesServers(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "shared.db")
 	a := newTestServer(t, path)

@@ -13,7 +13,7 @@ import (
 	"voicesvc/synth"
 )
 
-// Synthesis over HTTP (interface 4.5, 4.6; synth/doc.go is the glue). The
+// Synthesis over HTTP (docs/api.md#speak, #stream; synth/doc.go is the glue). The
 // order of one request, every step refusing before the next costs anything:
 //
 //	rps (route wrapper) -> body (synth.Parse*) -> voice (own or public, token
@@ -75,7 +75,7 @@ func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
 	s.respondAudio(ctx, job, a, "speak", buffered, setAudioHeaders)
 }
 
-// admitJob admits a prepared synthesis (interface 8: slot, charge, token)
+// admitJob admits a prepared synthesis (docs/api.md#limits: slot, charge, token)
 // and sets the admission headers. On refusal it frees the pipeline, answers
 // the error and returns nil.
 func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *Principal, job *synthJob, streaming bool) *Admission {

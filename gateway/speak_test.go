@@ -63,7 +63,7 @@ func TestSpeakFormatsAndRates(t *testing.T) {
 	}
 }
 
-// TestSynthValidation: every 400 of interface 7 that applies to speak and
+// TestSynthValidation: every 400 of docs/api.md#errors that applies to speak and
 // stream, each with its code, and the 404s; none takes a slot or a charge.
 func TestSynthValidation(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{})

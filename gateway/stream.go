@@ -25,7 +25,7 @@ var (
 	errClientGone     = errors.New("gateway: client gone")
 )
 
-// POST /voices/{id}/stream: server-sent events (interface 4.6, 6.1). The
+// POST /voices/{id}/stream: server-sent events (docs/api.md#stream, #sse-events). The
 // status is chosen at the first audio: a synthesis that fails before it
 // answers a JSON error with a status; after it, an error event ends the
 // stream. The start event goes out together with the first chunk.

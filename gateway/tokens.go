@@ -11,7 +11,7 @@ import (
 	"voicesvc/control"
 )
 
-// Access tokens (interface 2.4, 3.3, 4.1, 5.3): short-lived, single-use
+// Access tokens (docs/api.md#access-tokens, #create-an-access-token): short-lived, single-use
 // credentials a backend mints with its API key and hands to a browser.
 //
 // Lifecycle, and where each step happens:
@@ -25,7 +25,7 @@ import (
 //     admit (admission.go) calls Server.consumeToken last, after the rps
 //     check, the body and voice checks, the feature check, the concurrency
 //     slot and the charge. A request refused by any of those (429, 402, 403,
-//     400) leaves the token valid (interface 3.3). ConsumeToken is one
+//     400) leaves the token valid (docs/api.md#access-tokens). ConsumeToken is one
 //     conditional UPDATE in the store, so of any number of simultaneous uses
 //     on any number of servers exactly one wins; the others answer 401
 //     token_invalid and admit undoes their slot and charge.
@@ -35,7 +35,7 @@ import (
 // checks and admission, then call consumeToken once the work is certain to
 // run, and treat its error as the answer (401 token_invalid).
 
-// Token lifetime bounds (interface 8).
+// Token lifetime bounds (docs/api.md#limits).
 const (
 	tokenTTLDefault = 300
 	tokenTTLMin     = 10

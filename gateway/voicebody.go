@@ -42,7 +42,7 @@ type voiceInput struct {
 	baseVoiceID                             string
 }
 
-// Field limits of decisions.md "Voices", plus label bounds of our own.
+// Field limits of docs/api.md#voices, plus label bounds of our own.
 const (
 	maxNameChars        = 100
 	maxDescriptionChars = 1000
@@ -180,7 +180,7 @@ type settingsBody struct {
 }
 
 // parseSettings validates the settings object against the ranges of
-// decisions.md; every failure is invalid_settings. null and an object
+// docs/api.md; every failure is invalid_settings. null and an object
 // with no field set mean "not configured" (nil).
 func parseSettings(raw json.RawMessage) (*control.VoiceSettings, error) {
 	raw = bytes.TrimSpace(raw)

@@ -7,7 +7,7 @@ import (
 	"voicesvc/control"
 )
 
-// The voice and job JSON of interface 2.2 and 2.3, written by hand: GET
+// The voice and job JSON of docs/api.md#voice-object, #job-object, written by hand: GET
 // /voices/{id} is a hot path and reflection would cost more than the rest
 // of the request. Only the listed fields are written; a voice never shows
 // created_by, metadata, deleted_at, its profile or its consent record.
@@ -148,7 +148,7 @@ func appendFloat(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, format, -1, 64)
 }
 
-// jobData is the Job of interface 2.3, as the data itself (decisions.md).
+// jobData is the Job of docs/api.md#job-object, as the data itself (docs/api.md).
 type jobData control.Job
 
 func (j *jobData) appendJSON(b []byte) []byte {

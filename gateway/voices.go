@@ -11,7 +11,7 @@ import (
 	"voicesvc/langtag"
 )
 
-// The voices resource (decisions.md "Voices"). Each handler: parse, call
+// The voices resource (docs/api.md#voices). Each handler: parse, call
 // the store, write the result or the error.
 
 // storeTimeout bounds one store call made by a handler.

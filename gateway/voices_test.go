@@ -9,7 +9,7 @@ import (
 	"voicesvc/control"
 )
 
-// voiceFields are the only fields a voice may show (interface 2.2).
+// voiceFields are the only fields a voice may show (docs/api.md#voice-object).
 var voiceFields = map[string]bool{
 	"id": true, "name": true, "description": true, "status": true, "clone_method": true,
 	"visibility": true, "primary_language": true, "labels": true, "settings": true,

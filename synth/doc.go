@@ -1,7 +1,7 @@
 // Package synth is the transport-neutral core of one synthesis: strict
 // request parsing (ParseSpeak, ParseStream), the engine request (Prepare),
 // driving engine and codec into a sink (Run), and the SSE framing of
-// interface 6.1 (AppendSSE*, Coalescer, SSEWriter). HTTP speak and stream,
+// docs/api.md#sse-events (AppendSSE*, Coalescer, SSEWriter). HTTP speak and stream,
 // the WebSocket and the compatible endpoint all use it the same way.
 //
 // The glue, per request, in this order (DESIGN.md "One synthesis"):
@@ -35,7 +35,7 @@
 //     streams it (then an engine failure after the first byte can only cut
 //     the body short). Buffering is the simple default: a 10,000-character
 //     wav is a few MB.
-//   - Speak headers (decisions.md "Synthesis"): wav is Content-Type
+//   - Speak headers (docs/api.md#synthesis): wav is Content-Type
 //     audio/wav; raw formats application/octet-stream with X-Sample-Rate
 //     (p.Rate()), X-Audio-Format and X-Channels: 1.
 //   - SSE: errors before the first event answer a JSON body with a status;

@@ -164,7 +164,7 @@ func wellFormed(tag string) bool { _, ok := langtag.Canonical(tag); return ok }
 
 // FuzzParseSpeak: the parser never panics, refuses only with 400 codes,
 // refuses every body encoding/json refuses with invalid_json, and what it
-// accepts keeps every rule of interface 4.5.
+// accepts keeps every rule of docs/api.md#speak.
 func FuzzParseSpeak(f *testing.F) {
 	for _, s := range []string{`{"text":"hi"}`, `{"text":"a","sample_rate":8000.0,"num_step":3,"expressiveness":0}`,
 		`{"text":"\ud83d\ude00","language":"en-GB","output_format":"s16le"}`, `[]`, `{"a":{"b":[{}]},"text":"x"}`} {

@@ -14,7 +14,7 @@ import (
 	"voicesvc/jsonw"
 )
 
-// The SSE events of interface 6.1, built by hand into a caller's buffer:
+// The SSE events of docs/api.md#sse-events, built by hand into a caller's buffer:
 // a chunk event is the per-20-ms cost of every stream, and appending base64
 // into a reused buffer is about 6x cheaper than json.Marshal, with no
 // allocation. The base64 is segmentio/asm's (AVX2 on amd64, the same
