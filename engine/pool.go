@@ -77,6 +77,31 @@ type PoolStats struct {
 	Rejected  uint64 // requests refused with ErrBusy
 	Restarts  uint64 // workers replaced after dying
 	Sentences uint64 // sentences synthesized
+	// Wait is the time admitted requests waited for a worker to take their
+	// first sentence: a histogram over WaitBuckets (cumulative counts are
+	// made by the reader; these are per bucket, the last one above all).
+	Wait WaitHistogram
+}
+
+// WaitBuckets are the upper bounds, in seconds, of PoolStats.Wait: a
+// sentence takes milliseconds, so a wait of a second is a deep queue.
+var WaitBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// WaitHistogram counts waits per bucket of WaitBuckets (Counts[len] is
+// the waits above the last bound) with their total.
+type WaitHistogram struct {
+	Counts [len(WaitBuckets) + 1]uint64
+	Sum    time.Duration
+}
+
+func (h *WaitHistogram) observe(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(WaitBuckets) && s > WaitBuckets[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.Sum += d
 }
 
 // Pool is an Engine that runs requests on workers sentence by sentence,
@@ -223,7 +248,8 @@ type job struct {
 	stop   bool       // caller gave up: do not dispatch more
 	cond   *sync.Cond // chunks, completion or failure for the caller
 
-	arrived time.Time // when Synthesize admitted the request, or req.Due
+	queued  time.Time // when Synthesize admitted the request
+	arrived time.Time // queued, or req.Due
 	due     time.Time // dueSlack before the listener runs out: arrived + audio rendered
 
 	samples, words int // offsets of the next sentence in the request's audio
@@ -248,11 +274,13 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 	}
 	jctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	arrived := time.Now()
+	queued := time.Now()
+	arrived := queued
 	if !req.Due.IsZero() {
 		arrived = req.Due
 	}
-	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), arrived: arrived, due: arrived.Add(-dueSlack)}
+	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), queued: queued, arrived: arrived,
+		due: arrived.Add(-dueSlack)}
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -388,8 +416,15 @@ func (p *Pool) run(i int) {
 		j.busy = true
 		p.stats.Active++
 		p.mu.Unlock()
+		var waited time.Duration
+		if idx == 0 {
+			waited = time.Since(j.queued) // read outside the lock
+		}
 		err := p.sentence(i, j, idx)
 		p.mu.Lock()
+		if idx == 0 {
+			p.stats.Wait.observe(waited)
+		}
 		p.stats.Active--
 		p.stats.Sentences++
 		j.busy = false

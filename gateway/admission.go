@@ -46,33 +46,41 @@ type synthState struct {
 
 	active   prometheus.Gauge
 	outcomes *prometheus.CounterVec
+	m        *synthMetrics // synthmetrics.go
 }
 
 // initSynthesis fills the synthesis defaults: an in-process limiter when
 // none is given (one server on SQLite) and the store's meter at the
 // server's billing mode.
 func (s *Server) initSynthesis(deps Deps) error {
-	if s.limiter == nil {
-		s.limiter = control.NewMemoryLimiter()
-	}
-	s.synth.meter = deps.Meter
-	if s.synth.meter == nil {
-		s.synth.meter = control.NewMeter(s.store, deps.Billing)
-	}
 	s.synth.active = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "voicesvc_synth_active",
 		Help: "Admitted syntheses holding a concurrency slot, all transports.",
 	})
 	s.synth.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "voicesvc_synth_total",
-		Help: "Finished syntheses by outcome: ok, client_gone or the error code.",
+		Help: "Finished syntheses (WebSocket: contexts) by transport and outcome: ok, client_gone or the error code.",
 	}, []string{"transport", "outcome"})
-	for _, c := range []prometheus.Collector{s.synth.active, s.synth.outcomes} {
+	m := newSynthMetrics(s.synth.outcomes)
+	s.synth.m = m
+	// The store, the limiter and the meter are timed and counted where the
+	// server holds them (synthmetrics.go, storemetrics.go).
+	s.store = newTimedStore(s.store, m.store)
+	if s.limiter == nil {
+		s.limiter = control.NewMemoryLimiter()
+	}
+	s.limiter = countingLimiter{Limiter: s.limiter, m: m}
+	s.synth.meter = deps.Meter
+	if s.synth.meter == nil {
+		s.synth.meter = control.NewMeter(s.store, deps.Billing)
+	}
+	s.synth.meter = countingMeter{Meter: s.synth.meter, m: m}
+	for _, c := range append([]prometheus.Collector{s.synth.active, s.synth.outcomes}, m.collectors()...) {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return err
 		}
 	}
-	return nil
+	return registerEngineMetrics(s.metrics.reg, s.engine)
 }
 
 // limitTimeout bounds one limiter or meter call (a store round trip with
@@ -245,12 +253,12 @@ func setAdmissionHeaders(ctx *fasthttp.RequestCtx, a *Admission, err error) {
 
 // outcome records how a synthesis ended, for voicesvc_synth_total.
 func (s *Server) outcome(transport string, err error) {
-	o := "ok"
-	switch {
-	case err == nil:
-	case isClientGone(err):
-		o = "client_gone"
-	default:
+	if err == nil {
+		s.synth.m.series(transport).ok.Inc()
+		return
+	}
+	o := "client_gone"
+	if !isClientGone(err) {
 		o = control.ErrorCode(err)
 	}
 	s.synth.outcomes.WithLabelValues(transport, o).Inc()

@@ -36,7 +36,9 @@ func newMetrics(reg *prometheus.Registry) (*metrics, error) {
 		}, []string{"route", "status"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "voicesvc_http_request_duration_seconds",
-			Help: "Time from the request's headers to the handler's return, by route.",
+			Help: "Time from the request's headers to the handler's return, by route. A streamed body " +
+				"(speak in raw formats, SSE, compat) is sent after the return: voicesvc_synth_duration_seconds " +
+				"measures those to their end.",
 			// From a cache hit (tens of microseconds) to a long synthesis.
 			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30},
 		}, []string{"route"}),

@@ -154,6 +154,9 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, rt *route) {
 		h.SetCanonical(hdrACAO, valAnyOrigin)
 		h.SetCanonical(hdrACEH, valExposeHeaders)
 	}
+	if s.tracer != nil && rt.scope != "" { // API routes (tracing.go)
+		s.startSpan(ctx, rt)
+	}
 }
 
 // finish recovers a panicking handler, then records metrics and the access
@@ -168,6 +171,9 @@ func (s *Server) finish(ctx *fasthttp.RequestCtx, rt *route, start time.Time) {
 	status := ctx.Response.StatusCode()
 	d := time.Since(start)
 	rt.observe(status, d)
+	if s.tracer != nil {
+		s.finishSpan(ctx)
+	}
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
 			slog.String("request_id", string(requestID(ctx))),

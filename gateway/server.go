@@ -36,6 +36,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
 	"voicesvc/engine"
@@ -194,6 +195,9 @@ type Deps struct {
 	// Registry receives the server's metrics and is served on /metrics;
 	// nil: a new registry with the Go and process collectors.
 	Registry *prometheus.Registry
+	// TracerProvider, when set, traces requests and realtime contexts
+	// (tracing.go); nil: tracing is off and costs nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Server is the HTTP server. Create it with New, run it with Serve, stop it
@@ -215,11 +219,12 @@ type Server struct {
 	errorRoute *route
 	keys       *keyCache
 	voices     *voiceCache
-	synth      synthState // admission.go
-	mediaDir   string     // media.go
-	jobQueued  func()     // clone.go
-	ws         *wsState   // ws.go
-	drain      drainState // drain.go: Shutdown
+	synth      synthState   // admission.go
+	mediaDir   string       // media.go
+	jobQueued  func()       // clone.go
+	ws         *wsState     // ws.go
+	tracer     trace.Tracer // tracing.go; nil: off
+	drain      drainState   // drain.go: Shutdown
 
 	uploads   chan struct{} // one per upload in progress (upload.go)
 	clipSlots chan struct{} // one per clip read back for the store (clone.go)
@@ -265,6 +270,9 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
 		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued,
 		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
+	}
+	if deps.TracerProvider != nil {
+		s.tracer = deps.TracerProvider.Tracer("voicesvc/gateway")
 	}
 	var err error
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {

@@ -51,6 +51,9 @@ type synthJob struct {
 	req  engine.Request
 	pipe *codec.Pipeline
 	opts synth.Options
+	// start is when the request came (admitJob); tr its spans (tracing.go).
+	start time.Time
+	tr    jobTrace
 }
 
 // POST /voices/{id}/speak
@@ -79,7 +82,17 @@ func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
 // and sets the admission headers. On refusal it frees the pipeline, answers
 // the error and returns nil.
 func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *Principal, job *synthJob, streaming bool) *Admission {
+	job.start = reqStart(ctx)
+	var admitStart time.Time
+	if s.tracer != nil {
+		job.tr.rs = requestSpan(ctx)
+		job.tr.rs.childSpan(s.tracer, "store", job.tr.lookupStart, job.tr.lookupEnd, nil)
+		admitStart = time.Now()
+	}
 	a, err := s.admit(p, job.opts.Chars(), streaming)
+	if s.tracer != nil {
+		job.tr.rs.childSpan(s.tracer, "admission", admitStart, time.Now(), err)
+	}
 	setAdmissionHeaders(ctx, a, err)
 	if err != nil {
 		job.pipe.Close()
@@ -118,7 +131,11 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	// Cancelled like a stream when a shutdown's grace ends (drain.go).
 	rctx, cancel := context.WithTimeout(s.drain.streamContext(), synthTimeout)
+	synthStart, engineFirst := s.traceClock(), time.Time{}
 	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
+		if engineFirst.IsZero() && !synthStart.IsZero() {
+			engineFirst = time.Now()
+		}
 		ctx.Response.AppendBody(b)
 		return nil
 	})
@@ -127,6 +144,7 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 	job.pipe.Close()
 	a.Done(res.Samples)
 	s.outcome(route, err)
+	s.synthEnded(job, route, synthStart, engineFirst, err)
 	if err != nil {
 		ctx.Response.ResetBody()
 		s.synthFailed(ctx, err)
@@ -165,10 +183,12 @@ func setAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 // pipeline. 404 not_found, 403 voice_not_allowed (token), 400
 // voice_not_ready / invalid_language, 503 without an engine.
 func (s *Server) prepareSynth(id string, p *Principal, o synth.Options) (*synthJob, error) {
+	lookup := s.traceClock()
 	v, err := s.usableVoice(id, p)
 	if err != nil {
 		return nil, err
 	}
+	tr := jobTrace{lookupStart: lookup, lookupEnd: s.traceClock()}
 	if p.Token != nil && len(p.Token.VoiceIDs) > 0 && !contains(p.Token.VoiceIDs, v.ID) {
 		return nil, control.Errorf(control.EVoiceNotAllowed, "the access token does not allow voice %s", v.ID)
 	}
@@ -183,7 +203,7 @@ func (s *Server) prepareSynth(id string, p *Principal, o synth.Options) (*synthJ
 	if err != nil {
 		return nil, err
 	}
-	return &synthJob{eng: s.engine, req: req, pipe: pipe, opts: o}, nil
+	return &synthJob{eng: s.engine, req: req, pipe: pipe, opts: o, tr: tr}, nil
 }
 
 func contains(list []string, s string) bool {

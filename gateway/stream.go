@@ -150,6 +150,10 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 	// (drain.go); the handler that starts it is counted already, so the
 	// count cannot be refused here.
 	s.drain.active.Add(1)
+	synthStart := s.traceClock()
+	if job.tr.rs != nil {
+		job.tr.rs.refs.Add(1) // the stream ends the request's span too
+	}
 	rctx, cancel := context.WithCancel(s.drain.streamContext())
 	st := &audioStream{
 		ch: make(chan []byte, streamQueue), free: make(chan []byte, streamQueue),
@@ -173,6 +177,7 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		job.pipe.Close()
 		a.Done(res.Samples)
 		s.outcome(transport, err)
+		s.streamEnded(job, transport, err)
 		if err != nil && !isClientGone(err) && control.ErrorCode(err) == control.EInternal {
 			s.log.Error("synthesis failed", "transport", transport, "err", err)
 		}
@@ -192,6 +197,7 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		st.Close() // never handed to fasthttp, which would close it
 		return nil, st.runErr
 	}
+	s.firstAudio(job, transport, synthStart)
 	return st, nil
 }
 

@@ -75,6 +75,12 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	runner.Start(ctx)
 	defer runner.Stop()
 
+	tracer, stopTracing, err := newTracing(ctx, logger) // off unless OTEL_EXPORTER_OTLP_* say otherwise
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
+
 	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout, MaxConns: maxConns}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
@@ -84,6 +90,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		BaseURL:   baseURL,
 		MediaDir:  cfg.MediaDir,
 		JobQueued: runner.Wake,
+		// A nil interface when off, never a nil pointer in one.
+		TracerProvider: tracer,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,70 @@
+package engine
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Collector exposes the pool's state and counters as Prometheus series,
+// read from Stats at each scrape: the request path pays nothing for them.
+// The engine label is the pool's engine name.
+func (p *Pool) Collector() prometheus.Collector {
+	return &poolCollector{p: p, engine: p.Name()}
+}
+
+var (
+	poolWorkers = prometheus.NewDesc("voicesvc_engine_workers",
+		"Live engine workers of the pool.", []string{"engine"}, nil)
+	poolQueue = prometheus.NewDesc("voicesvc_engine_queue_depth",
+		"Admitted requests waiting for a worker to take their next sentence.", []string{"engine"}, nil)
+	poolRequests = prometheus.NewDesc("voicesvc_engine_requests",
+		"Admitted engine requests not yet finished (queued, rendering or delivering).", []string{"engine"}, nil)
+	poolActive = prometheus.NewDesc("voicesvc_engine_active_sentences",
+		"Sentences held by workers now.", []string{"engine"}, nil)
+	poolFinished = prometheus.NewDesc("voicesvc_engine_requests_total",
+		"Engine requests by result: completed, cancelled, failed, rejected (queue full).", []string{"engine", "result"}, nil)
+	poolRestarts = prometheus.NewDesc("voicesvc_engine_worker_restarts_total",
+		"Workers replaced after dying.", []string{"engine"}, nil)
+	poolSentences = prometheus.NewDesc("voicesvc_engine_sentences_total",
+		"Sentences synthesized.", []string{"engine"}, nil)
+	poolWait = prometheus.NewDesc("voicesvc_engine_queue_wait_seconds",
+		"Time an admitted request waited for a worker to take its first sentence.", []string{"engine"}, nil)
+)
+
+type poolCollector struct {
+	p      *Pool
+	engine string
+}
+
+func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{poolWorkers, poolQueue, poolRequests, poolActive, poolFinished,
+		poolRestarts, poolSentences, poolWait} {
+		ch <- d
+	}
+}
+
+func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.p.Stats()
+	e := c.engine
+	gauge := func(d *prometheus.Desc, v int) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, float64(v), e)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), append([]string{e}, labels...)...)
+	}
+	gauge(poolWorkers, s.Workers)
+	gauge(poolQueue, s.Queued)
+	gauge(poolRequests, s.Requests)
+	gauge(poolActive, s.Active)
+	counter(poolFinished, s.Completed, "completed")
+	counter(poolFinished, s.Cancelled, "cancelled")
+	counter(poolFinished, s.Failed, "failed")
+	counter(poolFinished, s.Rejected, "rejected")
+	counter(poolRestarts, s.Restarts)
+	counter(poolSentences, s.Sentences)
+	buckets := make(map[float64]uint64, len(WaitBuckets))
+	var n uint64
+	for i, b := range WaitBuckets {
+		n += s.Wait.Counts[i]
+		buckets[b] = n
+	}
+	n += s.Wait.Counts[len(WaitBuckets)]
+	ch <- prometheus.MustNewConstHistogram(poolWait, n, s.Wait.Sum.Seconds(), buckets, e)
+}
