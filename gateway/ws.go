@@ -399,10 +399,19 @@ func isWebSocketHandshake(ctx *fasthttp.RequestCtx) bool {
 		string(ctx.Request.Header.PeekBytes(hdrWSVersion)) != "13" {
 		return false
 	}
-	key := ctx.Request.Header.PeekBytes(hdrWSKey)
-	var nonce [18]byte // 24 base64 characters decode to 16 bytes (+2 slack)
+	return validWSKey(ctx.Request.Header.PeekBytes(hdrWSKey))
+}
+
+// validWSKey reports whether key is base64 of exactly 16 bytes. The length
+// is checked before decoding: the key is untrusted, and a longer one would
+// not fit the nonce.
+func validWSKey(key []byte) bool {
+	if len(key) != 24 {
+		return false
+	}
+	var nonce [18]byte // 24 base64 characters decode to at most 18 bytes
 	n, err := base64.StdEncoding.Decode(nonce[:], key)
-	return len(key) == 24 && err == nil && n == 16
+	return err == nil && n == 16
 }
 
 // engineReadier is an engine that can tell it is closed or out of workers
