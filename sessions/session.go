@@ -36,6 +36,11 @@ type Config struct {
 	// MaxQueued bounds the outbound queue in bytes: a client that reads
 	// slower than synthesis pauses its engine work here (256 KiB).
 	MaxQueued int
+	// MaxReplies bounds the replies to client messages (pongs, errors,
+	// task_started, task_cancelled) waiting to be written: a client that
+	// sends without reading is closed with 1008 beyond it (64 KiB, about
+	// 300 error replies or 250 full-size pongs).
+	MaxReplies int
 	// CloseGrace is how long Run waits for the client's close frame after
 	// sending its own (1 s).
 	CloseGrace time.Duration
@@ -58,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = 256 << 10
+	}
+	if c.MaxReplies <= 0 {
+		c.MaxReplies = 64 << 10
 	}
 	def(&c.IdleTimeout, 600*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
@@ -88,6 +96,7 @@ const (
 	closeGoingAway   = websocket.CloseGoingAway               // 1001: server shutdown
 	closeInvalidUTF8 = websocket.CloseInvalidFramePayloadData // 1007
 	closeCredits     = websocket.ClosePolicyViolation         // 1008
+	closePolicy      = websocket.ClosePolicyViolation         // 1008: a client that does not read
 	closeTooBig      = websocket.CloseMessageTooBig           // 1009
 	closeInternal    = websocket.CloseInternalServerErr       // 1011
 	closeTryLater    = websocket.CloseTryAgainLater           // 1013: engine unavailable
@@ -113,6 +122,7 @@ type session struct {
 	abortCode  int
 	abortFrame *frame
 	stopping   bool // no new runners, no more frames
+	overflowed bool // the replies' cap was hit: no more frames are queued
 	readFailed bool // the websocket.Conn refuses further reads (read loop only)
 	peerClosed bool // the client's close frame was read (read loop only)
 	wg         sync.WaitGroup

@@ -3,8 +3,11 @@ package sessions
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,6 +125,99 @@ func TestCancelBeforeTaskDone(t *testing.T) {
 			case done:
 				t.Fatalf("cancel %d: %s after task_done", k, ev.Type)
 			}
+		}
+	}
+}
+
+// A client that pings (or sends bad messages) and never reads is closed
+// with 1008 once its replies fill their cap; the session's memory stays
+// bounded whatever it sends. Before the cap, every pong was queued: 200,000
+// pings grew the heap by about 60 MB.
+func TestUnreadRepliesBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(c *client) error
+	}{
+		{"pings", func(c *client) error {
+			return c.ws.WriteControl(websocket.PingMessage, bytes.Repeat([]byte{'p'}, 125), time.Now().Add(time.Minute))
+		}},
+		{"invalid messages", func(c *client) error {
+			return c.ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"nope"}`))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := startServer(t, Config{WriteTimeout: 20 * time.Second}, refDeps(nil))
+			c := ts.dial(t)
+			// A small receive window, so that the server's writes block
+			// after a few pongs instead of after megabytes.
+			if err := c.ws.NetConn().(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
+				t.Fatal(err)
+			}
+			base := heapInUse()
+			stop := make(chan struct{})
+			peak := make(chan uint64)
+			go func() { peak <- samplePeakHeap(stop) }()
+			// The sender never waits on a deadline (a write cut by one
+			// would leave half a frame on the wire). It ends when all is
+			// sent or the socket fails; it stalls when the server stops
+			// reading, until the reads below let the close through.
+			const max = 200_000
+			var sent atomic.Int64
+			sender := make(chan struct{})
+			go func() {
+				defer close(sender)
+				for sent.Load() < max && tc.send(c) == nil {
+					sent.Add(1)
+				}
+			}()
+			for last := int64(-1); ; {
+				select {
+				case <-sender:
+				case <-time.After(2 * time.Second):
+					if n := sent.Load(); n != last {
+						last = n
+						continue
+					}
+				}
+				break
+			}
+			close(stop)
+			// Stop a stalled sender (half a frame on the wire does not
+			// matter: the server no longer parses what it reads).
+			_ = c.ws.NetConn().SetWriteDeadline(time.Now())
+			<-sender
+			if grown := int64(<-peak) - int64(base); grown > 8<<20 {
+				t.Errorf("heap grew by %d MB for %d messages", grown>>20, sent.Load())
+			}
+			// Now read: what was queued, then the close.
+			code, _ := c.expectClose(t)
+			if code != websocket.ClosePolicyViolation {
+				t.Errorf("close %d, want 1008", code)
+			}
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// samplePeakHeap returns the largest heap in use seen until stop closes.
+func samplePeakHeap(stop chan struct{}) uint64 {
+	var m runtime.MemStats
+	var peak uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		runtime.ReadMemStats(&m)
+		peak = max(peak, m.HeapInuse)
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
 		}
 	}
 }
