@@ -37,6 +37,7 @@ type testServer struct {
 	sessions sync.WaitGroup
 	mu       sync.Mutex
 	results  []error
+	handles  []*Session // every session, in the order they started
 }
 
 func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
@@ -55,7 +56,11 @@ func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
 		ts.sessions.Add(1)
 		err := up.Upgrade(rc, func(c *websocket.Conn) {
 			defer ts.sessions.Done()
-			err := Run(ctx, c, cfg, deps)
+			x := New(c, cfg, deps)
+			ts.mu.Lock()
+			ts.handles = append(ts.handles, x)
+			ts.mu.Unlock()
+			err := x.Run(ctx)
 			ts.mu.Lock()
 			ts.results = append(ts.results, err)
 			ts.mu.Unlock()
@@ -80,6 +85,41 @@ func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
 		<-served
 	})
 	return ts
+}
+
+// session returns the i-th session to start, waiting for its upgrade
+// handler (the client can see the 101 before it runs).
+func (ts *testServer) session(t testing.TB, i int) *Session {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ts.mu.Lock()
+		n := len(ts.handles)
+		var x *Session
+		if i < n {
+			x = ts.handles[i]
+		}
+		ts.mu.Unlock()
+		if x != nil {
+			return x
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d did not start", i)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wait returns once every session has returned from Run (so its refunds
+// are made).
+func (ts *testServer) wait(t testing.TB) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { ts.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sessions did not end")
+	}
 }
 
 func (ts *testServer) dial(t testing.TB) *client {

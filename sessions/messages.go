@@ -25,6 +25,8 @@ const (
 	codeTooManyContexts  = "too_many_contexts"
 	codeInternal         = "internal"
 	codeUnavailable      = "unavailable"
+	codeShuttingDown     = "shutting_down"
+	codeUnauthorized     = "unauthorized"
 	defaultSampleRate    = 24000 // interface 6.2: native 24000
 	opusRate             = 48000
 	maxTaskStartChars    = 10000 // "10,000 characters or more" is refused
