@@ -430,23 +430,15 @@ func (s *Server) engineReady() error {
 }
 
 // checkBalance refuses a handshake with 402 when billing is enforced and
-// nothing is left (interface 4.11), with the body a 1-character request
-// would get. The handshake itself is free: admit charges it nothing.
+// nothing is left, with the body a 1-character request would get. It only
+// reads the balance (the handshake itself is free: admit charges nothing).
 func (s *Server) checkBalance(p *Principal) error {
 	if p.Limits.Billing != control.BillingEnforce {
 		return nil
 	}
-	ws := workspaceOf(p)
 	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
 	defer cancel()
-	left, err := s.synth.meter.Remaining(c, ws)
-	if err != nil || left > 0 {
-		return err
-	}
-	ch, _, err := s.synth.meter.Charge(c, ws, 1)
-	if err == nil { // credits arrived meanwhile
-		return s.synth.meter.Refund(c, ch)
-	}
+	_, err := s.synth.meter.Check(c, workspaceOf(p))
 	return err
 }
 

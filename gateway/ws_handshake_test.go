@@ -1,8 +1,11 @@
 package gateway
 
 import (
+	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -64,4 +67,40 @@ func FuzzWSHandshakeKey(f *testing.F) {
 			t.Fatalf("key of %d characters accepted", len(key))
 		}
 	})
+}
+
+// chargeCounter counts the charges a meter is asked for.
+type chargeCounter struct {
+	control.Meter
+	charges atomic.Int64
+}
+
+func (m *chargeCounter) Charge(ctx context.Context, ws *control.Workspace, chars int64) (control.Charge, int64, error) {
+	m.charges.Add(1)
+	return m.Meter.Charge(ctx, ws, chars)
+}
+
+// The handshake's balance check only reads: an exhausted workspace is
+// refused 402 without a charge being tried (it used to charge and refund a
+// character to find out).
+func TestWSBalanceCheckReadsOnly(t *testing.T) {
+	var m chargeCounter
+	ss := newSynthServer(t, synthOpts{billing: control.BillingEnforce, meter: &m})
+	m.Meter = control.NewMeter(ss.store, control.BillingEnforce)
+	zero := int64(0)
+	if _, err := ss.store.UpdateWorkspace(context.Background(), ss.ws.ID, control.WorkspaceUpdate{Allowance: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(5*time.Second, func() bool {
+		_, r, _ := ss.wsDial("", wsKey(ss.key))
+		return r != nil && r.StatusCode == 402
+	})
+	m.charges.Store(0)
+	_, r, err := ss.wsDial("", wsKey(ss.key))
+	if err == nil || r == nil || r.StatusCode != 402 {
+		t.Fatalf("handshake with nothing left: %v %v", err, r)
+	}
+	if n := m.charges.Load(); n != 0 {
+		t.Fatalf("the handshake tried %d charges", n)
+	}
 }
