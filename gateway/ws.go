@@ -46,11 +46,18 @@ const wsSubprotocol = "service.v1"
 type wsState struct {
 	up  websocket.Upgrader
 	cfg sessions.Config
-	// ctx ends every open session at Shutdown (close 1001); wg counts them.
+	reg *wsRegistry
+	// ctx ends every open session when shutdown's grace is over (fatal
+	// shutting_down, close 1001); wg counts them.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// shutdownLinger is how long shutdown still waits for sessions once its
+// grace is over: each sends its last frames and close (bounded by the
+// write timeout when the client is slow; this bounds the wait instead).
+const shutdownLinger = 2 * time.Second
 
 var (
 	hdrDeprecation  = []byte("Deprecation")
@@ -85,6 +92,7 @@ func (s *Server) wsRoutes(api *router.Group) {
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
 		cfg:    sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20},
+		reg:    newWSRegistry(s.keyRevoked),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -98,19 +106,32 @@ func (s *Server) wsRoutes(api *router.Group) {
 	})
 }
 
-// shutdown ends every open session with 1001 and waits for them until ctx
-// ends.
+// shutdown drains the sessions: those with no open context end at once,
+// the others may finish their contexts until ctx ends (a task_start gets a
+// non-fatal shutting_down meanwhile), and each ends with a fatal error
+// shutting_down and close 1001 as its last context ends. When ctx ends,
+// every session still open ends that way at once, its unspoken text
+// refunded. It returns once every session has closed, or shutdownLinger
+// after ctx ends. Sessions that upgrade meanwhile are drained too. It is
+// safe to call concurrently with the HTTP server's shutdown.
 func (w *wsState) shutdown(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	w.cancel()
+	w.reg.drain()
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		w.cancel()
+		select {
+		case <-done:
+		case <-time.After(shutdownLinger):
+		}
 	}
+	w.cancel()
+	w.reg.stop()
 }
 
 // wsHandshake checks everything, then upgrades and runs the session.
@@ -150,6 +171,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	reqID := string(requestID(ctx))
+	authAt := reqStart(ctx)
 	deps := sessions.Deps{
 		Engine:    s.engine,
 		Voice:     s.sessionVoice(p),
@@ -159,7 +181,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 	}
 	w := s.ws
 	up := newWSUpgrade(ctx)
-	wsID := p.WorkspaceID
+	wsID, keyID, keyExpires := p.WorkspaceID, p.KeyID, p.ExpiresAt
 	// The upgrader writes the 101 (with up.hdr) on the hijacked socket;
 	// fasthttp writes nothing. The status is for metrics and the log.
 	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
@@ -195,7 +217,10 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
 					"duration", time.Since(opened), "reason", errText(rerr))
 			}()
-			rerr = sessions.Run(w.ctx, conn, w.cfg, deps)
+			x := sessions.New(conn, w.cfg, deps)
+			w.reg.add(x, keyID, keyExpires, authAt)
+			defer w.reg.remove(x, keyID)
+			rerr = x.Run(w.ctx)
 		}()
 		// Returning lets fasthttp put the RequestCtx and its reader back in
 		// their pools while the session runs.
