@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// StoreMeter is the Meter over a BillingService (decisions.md "Plans"). (Not
+// StoreMeter is the Meter over a BillingService (the plans' billing rules). (Not
 // "BillingMeter": that name is the meter mode constant.) The
 // mode is the workspace's override, else the server's default:
 //

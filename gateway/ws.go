@@ -23,7 +23,7 @@ import (
 	"voicesvc/sessions"
 )
 
-// GET {api_root}/stream: the realtime WebSocket (interface 4.11, 5.3, 6.2).
+// GET {api_root}/stream: the realtime WebSocket (docs/realtime.md).
 //
 // Everything that can refuse a session is checked before the upgrade, so a
 // refusal is an ordinary HTTP response with the JSON bodies of the other
@@ -38,7 +38,7 @@ import (
 // memory), and holds its session slot and its one stream slot until the
 // socket closes, however many contexts it runs.
 
-// wsSubprotocol is the subprotocol of interface 9; a client that sends its
+// wsSubprotocol is the versioned subprotocol; a client that sends its
 // token as a second subprotocol gets this one selected.
 const wsSubprotocol = "service.v1"
 
@@ -359,7 +359,7 @@ func errText(err error) string {
 }
 
 // wsAuthenticate finds the credentials of a handshake in the order of
-// interface 5.3: X-API-Key; the subprotocol list ["service.v1", token];
+// the docs: X-API-Key; the subprotocol list ["service.v1", token];
 // access_token; the deprecated api_key query parameter, whose responses
 // carry a Deprecation header. The first form present decides: a bad one is
 // 401 (token_invalid for tokens), never a fall-through to the next.

@@ -12,7 +12,7 @@ import (
 	"voicesvc/codec"
 )
 
-// Error frame codes of interface 7 and decisions.md "Realtime WebSocket".
+// Error frame codes (docs/realtime.md).
 const (
 	codeContextExists    = "context_already_exists"
 	codeVoiceNotFound    = "voice_not_found"
@@ -27,7 +27,7 @@ const (
 	codeUnavailable      = "unavailable"
 	codeShuttingDown     = "shutting_down"
 	codeUnauthorized     = "unauthorized"
-	defaultSampleRate    = 24000 // interface 6.2: native 24000
+	defaultSampleRate    = 24000 // native 24000
 	opusRate             = 48000
 	maxTaskStartChars    = 10000 // "10,000 characters or more" is refused
 	defaultNumStep       = 32
@@ -93,7 +93,7 @@ func (m message) boolean(field string) (bool, *msgError) {
 }
 
 // number accepts JSON numbers only: "24000" (a string) is refused by the
-// protocol (interface 6.2, 9 item 7).
+// protocol (docs/realtime.md).
 func (m message) number(field string) (float64, bool, *msgError) {
 	raw := m[field]
 	if isNull(raw) {
@@ -135,7 +135,7 @@ type startParams struct {
 	idleFlush                time.Duration
 }
 
-// parseStart checks the fields of task_start in the order of interface 6.2.
+// parseStart checks the fields of task_start in the documented order (docs/realtime.md).
 // Limits that need session state (duplicates, open contexts, the voice)
 // are the caller's.
 func parseStart(m message, defaultIdleFlush time.Duration, languages []string) (*startParams, *msgError) {
@@ -173,7 +173,7 @@ func parseStart(m message, defaultIdleFlush time.Duration, languages []string) (
 		p.language = lang
 	}
 	// An invalid output_format, whatever its type, falls back to the
-	// default (interface 6.2): the client learns the real one from
+	// default (docs/realtime.md): the client learns the real one from
 	// task_started.
 	if s, _, _ := m.str("output_format"); s != "" {
 		if f, ok := codec.ParseFormat(s); ok && (f.IsPCM() || f == codec.Opus) {

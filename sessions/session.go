@@ -1,5 +1,5 @@
-// Package sessions runs one realtime WebSocket session (interface 3.4, 6.2,
-// 6.3): up to four synthesis contexts multiplexed on one socket, text
+// Package sessions runs one realtime WebSocket session (docs/realtime.md):
+// up to four synthesis contexts multiplexed on one socket, text
 // buffered and cut into sentences as soon as their end is certain, audio
 // sent as audio_chunk + binary pairs by a single writer, cancel, limits,
 // metering and the idle timeout.
@@ -90,7 +90,7 @@ type Deps struct {
 	Logger    *slog.Logger
 }
 
-// Close codes of interface 7.
+// Close codes (docs/realtime.md).
 const (
 	closeNormal       = websocket.CloseNormalClosure           // 1000
 	closeGoingAway    = websocket.CloseGoingAway               // 1001: server shutdown

@@ -49,7 +49,7 @@ type task struct {
 }
 
 // waitingChars is the text accepted but not yet rendering (the 100,000
-// character cap of decisions.md).
+// character cap of one context).
 func (t *task) waitingChars() int { return utf8.RuneCountInString(t.pending) + t.queuedChars }
 
 // appendLocked adds client text: every sentence whose end is now certain is
