@@ -472,8 +472,10 @@ func (s *session) drain() {
 		}
 	}
 	// After a read error the websocket.Conn refuses to read; take what is
-	// still on the wire (the rest of an oversized frame) from the socket.
-	var b [512]byte
+	// still on the wire (the rest of an oversized frame, or the backlog of
+	// a client that sent without reading) from the socket. The goroutine
+	// ends after this, so a larger buffer costs no idle session anything.
+	var b [8 << 10]byte
 	for {
 		if _, err := nc.Read(b[:]); err != nil {
 			return

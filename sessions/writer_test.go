@@ -146,46 +146,47 @@ func TestUnreadRepliesBounded(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := startServer(t, Config{WriteTimeout: 20 * time.Second}, refDeps(nil))
-			c := ts.dial(t)
-			// A small receive window, so that the server's writes block
-			// after a few pongs instead of after megabytes.
-			if err := c.ws.NetConn().(*net.TCPConn).SetReadBuffer(16 << 10); err != nil {
-				t.Fatal(err)
-			}
+			// Small socket buffers on the path from server to client: the
+			// server's writes block after a few replies, not after the
+			// megabytes the kernel would buffer.
+			// (The client's is set before it connects: set later, Linux
+			// keeps the window it advertised and buffers megabytes.)
+			small := func(c *net.TCPConn) error { return c.SetWriteBuffer(16 << 10) }
+			ts := startServer(t, Config{WriteTimeout: 20 * time.Second}, refDeps(nil), small)
+			c := ts.dialSmall(t, 16<<10)
 			base := heapInUse()
 			stop := make(chan struct{})
 			peak := make(chan uint64)
 			go func() { peak <- samplePeakHeap(stop) }()
-			// The sender never waits on a deadline (a write cut by one
-			// would leave half a frame on the wire). It ends when all is
-			// sent or the socket fails; it stalls when the server stops
-			// reading, until the reads below let the close through.
+			// The sender stops once the server has seen that its replies
+			// are not read; until then it may block in a write (the server
+			// stops reading first), which the server's drain of its input
+			// completes.
 			const max = 200_000
 			var sent atomic.Int64
+			var stopSending atomic.Bool
 			sender := make(chan struct{})
 			go func() {
 				defer close(sender)
-				for sent.Load() < max && tc.send(c) == nil {
+				for sent.Load() < max && !stopSending.Load() && tc.send(c) == nil {
 					sent.Add(1)
 				}
 			}()
-			for last := int64(-1); ; {
-				select {
-				case <-sender:
-				case <-time.After(2 * time.Second):
-					if n := sent.Load(); n != last {
-						last = n
-						continue
-					}
-				}
-				break
+			x := ts.session(t, 0).s
+			overflowed := func() bool {
+				x.mu.Lock()
+				defer x.mu.Unlock()
+				return x.overflowed
 			}
+			for deadline := time.Now().Add(time.Minute); !overflowed(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					close(stop)
+					t.Fatalf("after %d messages whose replies are never read, the session is still open; the heap grew by %d MB",
+						sent.Load(), (int64(<-peak)-int64(base))>>20)
+				}
+			}
+			stopSending.Store(true)
 			close(stop)
-			// Stop a stalled sender (half a frame on the wire does not
-			// matter: the server no longer parses what it reads).
-			_ = c.ws.NetConn().SetWriteDeadline(time.Now())
-			<-sender
 			if grown := int64(<-peak) - int64(base); grown > 8<<20 {
 				t.Errorf("heap grew by %d MB for %d messages", grown>>20, sent.Load())
 			}
@@ -194,6 +195,7 @@ func TestUnreadRepliesBounded(t *testing.T) {
 			if code != websocket.ClosePolicyViolation {
 				t.Errorf("close %d, want 1008", code)
 			}
+			<-sender
 		})
 	}
 }
