@@ -30,7 +30,9 @@ var errGone = errors.New("sessions: context gone")
 // (frameCost), so that what a session holds does not depend on what the
 // client sends. The main lane by backpressure: a runner waits while it
 // holds MaxQueued (pushAudio), and what else it queues (sentence_done,
-// task_done, task_failed) follows audio one to one. The prio lane cannot
+// task_done, task_failed) comes one to one with audio or with a context's
+// task_started on the prio lane (a context with nothing to speak ends at
+// once, so the client drives those through the cap). The prio lane cannot
 // wait (the read loop must keep reading to see a close), so it is capped
 // instead: replies beyond MaxReplies mean the client sends but does not
 // read, and the session is closed with 1008 (overflowLocked). Without the

@@ -144,6 +144,12 @@ func TestUnreadRepliesBounded(t *testing.T) {
 		{"invalid messages", func(c *client) error {
 			return c.ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"nope"}`))
 		}},
+		// Contexts with nothing to speak end at once: task_started and
+		// task_done for each, on both lanes.
+		{"finished contexts", func(c *client) error {
+			return c.ws.WriteMessage(websocket.TextMessage,
+				[]byte(`{"type":"task_start","context_id":"a","voice_id":"`+voiceReady+`","text":".","finalize":true}`))
+		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Small socket buffers on the path from server to client: the
