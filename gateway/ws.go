@@ -177,7 +177,8 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		Voice:     s.sessionVoice(p),
 		Meter:     s.synth.meter,
 		Workspace: workspaceOf(p),
-		Logger:    s.log, // not a With per session: an idle session stays small
+		Logger:    s.log,                // not a With per session: an idle session stays small
+		Observer:  s.wsObserverFor(ctx), // metrics and spans (wsobserve.go)
 	}
 	w := s.ws
 	up := newWSUpgrade(ctx)
@@ -202,6 +203,8 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		go func() {
 			opened := time.Now()
 			var rerr error
+			s.synth.m.sessions.Inc()
+			defer s.synth.m.sessions.Dec()
 			defer func() {
 				// A panic on this goroutine would end the process.
 				if v := recover(); v != nil {

@@ -81,6 +81,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	}
 	t.bill.add(charged)
 	s.tasks = append(s.tasks, t)
+	t.observeStart()
 	f := getFrame()
 	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
 	s.pushLocked(f, true) // before any audio of the task can be queued

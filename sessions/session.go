@@ -88,6 +88,9 @@ type Deps struct {
 	Meter     control.Meter
 	Workspace *control.Workspace
 	Logger    *slog.Logger
+	// Observer, when set, follows every context (observe.go): the
+	// server's metrics and tracing.
+	Observer ContextObserver
 }
 
 // Close codes (docs/realtime.md).
@@ -420,6 +423,9 @@ func (s *session) setDeadlineLocked() {
 func (s *session) finish(code int, last *frame, cause error) error {
 	s.mu.Lock()
 	for len(s.tasks) > 0 {
+		if s.tasks[0].outcome == "" {
+			s.tasks[0].outcome = outcomeSessionEnded
+		}
 		s.tasks[0].cancelLocked()
 	}
 	if last != nil {

@@ -25,7 +25,10 @@ type task struct {
 	format    codec.Format
 	rate      int
 	idleFlush time.Duration
-	start     time.Time // task_start received, for ttfb
+	start     time.Time   // task_start received, for ttfb
+	span      ContextSpan // Deps.Observer's (observe.go); set before the task is shared
+	outcome   string      // how it closed, for span.End; guarded by s.mu
+	ended     bool        // span.End was called; guarded by s.mu
 
 	// Guarded by s.mu.
 	gone        bool // cancelled or session ending: its frames are dropped
@@ -192,6 +195,7 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	defer pipe.Close()
 	var dur float64
 	chunk := 0
+	var began time.Time // the engine's start, set below
 	send := func(b []byte) error {
 		d := t.duration(len(b))
 		f := getFrame()
@@ -200,6 +204,9 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 		f.bin = append(f.bin, b...)
 		if t.firstAudio == 0 {
 			t.firstAudio = time.Since(t.start)
+			if t.span != nil {
+				t.span.FirstAudio(t.firstAudio, time.Since(began))
+			}
 		}
 		if err := s.pushAudio(t, f); err != nil {
 			return err
@@ -214,7 +221,7 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	// context's audio so far will have played (from its first chunk), so
 	// a context with audio in hand yields to one whose listener waits.
 	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
-	began := time.Now()
+	began = time.Now()
 	_, err = synth.Run(ctx, patient{s.deps.Engine}, req, pipe, send)
 	t.generate += time.Since(began)
 	t.audio += dur
@@ -261,6 +268,7 @@ func (t *task) duration(n int) float64 {
 // doneLocked closes a finalized task whose sentences are all sent.
 func (t *task) doneLocked() {
 	s := t.s
+	t.outcome = outcomeOK
 	t.closeLocked()
 	if s.stopping || s.broken {
 		return
@@ -306,6 +314,7 @@ func (t *task) failLocked(err error) {
 		// The session is ending (socket broken, server shutdown): stop
 		// quietly, finish answers the client.
 		t.gone = true
+		t.outcome = outcomeClientGone
 		t.closeLocked()
 		return
 	}
@@ -314,12 +323,14 @@ func (t *task) failLocked(err error) {
 		f.hdr = appendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
 		s.abortLocked(closeTryLater, f)
 		t.gone = true
+		t.outcome = control.EUnavailable
 		t.closeLocked()
 		return
 	}
 	// The code every transport gives this engine failure.
 	code := control.ErrorCode(synth.EngineError(err))
 	s.log.Warn("websocket context failed", "context_id", t.id, "trace_id", t.trace, "err", err)
+	t.outcome = code
 	t.closeLocked()
 	f := getFrame()
 	f.hdr = appendTaskFailed(f.hdr, t.idJSON, t.completed, code, t.trace)
@@ -331,6 +342,7 @@ func (t *task) failLocked(err error) {
 func (t *task) closeLocked() {
 	s := t.s
 	t.closed = true
+	t.observeEnd()
 	t.unspentLocked()
 	t.queued, t.queuedChars, t.pending = nil, 0, ""
 	if t.timer != nil {
@@ -352,6 +364,9 @@ func (t *task) cancelLocked() (completed, dropped int) {
 		dropped++
 	}
 	t.gone = true
+	if t.outcome == "" {
+		t.outcome = outcomeCancelled
+	}
 	t.closeLocked()
 	s.undrainLocked(t)
 	if t.cancel != nil {
