@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"voicesvc/codec"
 	"voicesvc/control"
 	"voicesvc/engine"
@@ -30,7 +32,8 @@ type synthOpts struct {
 	billing string        // default: meter
 	plan    string        // default: pro
 	cfg     Config
-	meter   control.Meter // default: the store's
+	meter   control.Meter        // default: the store's
+	tracer  trace.TracerProvider // default: none, tracing off
 }
 
 // synthServer is a testServer with an engine, a memory limiter it can
@@ -58,7 +61,7 @@ func newSynthServer(t testing.TB, o synthOpts) *synthServer {
 	}
 	lim := control.NewMemoryLimiter()
 	srv, err := New(o.cfg, Deps{Store: ts.store, Engine: o.eng, Limiter: lim, Billing: o.billing,
-		Meter: o.meter, Logger: slog.New(slog.DiscardHandler)})
+		Meter: o.meter, Logger: slog.New(slog.DiscardHandler), TracerProvider: o.tracer})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
