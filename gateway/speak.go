@@ -131,20 +131,21 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	// Cancelled like a stream when a shutdown's grace ends (drain.go).
 	rctx, cancel := context.WithTimeout(s.drain.streamContext(), synthTimeout)
-	synthStart, engineFirst := s.traceClock(), time.Time{}
-	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, func(b []byte) error {
-		if engineFirst.IsZero() && !synthStart.IsZero() {
-			engineFirst = time.Now()
-		}
+	var sink synth.Sink = func(b []byte) error {
 		ctx.Response.AppendBody(b)
 		return nil
-	})
+	}
+	var first *firstChunk // when traced: the engine's start and first audio
+	if s.tracer != nil {
+		first, sink = timeFirstChunk(sink)
+	}
+	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, sink)
 	err = s.drain.cause(rctx, err)
 	cancel()
 	job.pipe.Close()
 	a.Done(res.Samples)
 	s.outcome(route, err)
-	s.synthEnded(job, route, synthStart, engineFirst, err)
+	s.synthEnded(job, route, first, err)
 	if err != nil {
 		ctx.Response.ResetBody()
 		s.synthFailed(ctx, err)

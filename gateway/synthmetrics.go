@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // Synthesis series (docs/api.md#metrics). Labels are bounded: transport
@@ -215,7 +216,7 @@ func (s *Server) streamEnded(job *synthJob, transport string, err error) {
 
 // synthEnded records a buffered synthesis: the body is whole now, so its
 // first audio and its end are both now.
-func (s *Server) synthEnded(job *synthJob, transport string, synthStart, engineFirst time.Time, err error) {
+func (s *Server) synthEnded(job *synthJob, transport string, first *firstChunk, err error) {
 	now := time.Now()
 	ok := err == nil
 	ts := s.synth.m.series(transport)
@@ -225,8 +226,8 @@ func (s *Server) synthEnded(job *synthJob, transport string, synthStart, engineF
 		ts.firstAudio(job.eng.Name(), d)
 	}
 	if s.tracer != nil {
-		if !engineFirst.IsZero() {
-			job.tr.rs.childSpan(s.tracer, "engine.queue", synthStart, engineFirst, nil)
+		if first != nil && !first.at.IsZero() {
+			job.tr.rs.childSpan(s.tracer, "engine.queue", first.start, first.at, nil)
 		}
 		if ok {
 			job.tr.rs.childSpan(s.tracer, "first_audio", job.start, now, nil)
@@ -234,5 +235,19 @@ func (s *Server) synthEnded(job *synthJob, transport string, synthStart, engineF
 		if err != nil && job.tr.rs != nil {
 			job.tr.rs.span.SetAttributes(attribute.String("voicesvc.outcome", outcomeOf(err)))
 		}
+	}
+}
+
+// firstChunk times a buffered synthesis's first audio, for its spans. Made
+// only when traced: a sink that records it is a closure over it.
+type firstChunk struct{ start, at time.Time }
+
+func timeFirstChunk(sink synth.Sink) (*firstChunk, synth.Sink) {
+	f := &firstChunk{start: time.Now()}
+	return f, func(b []byte) error {
+		if f.at.IsZero() {
+			f.at = time.Now()
+		}
+		return sink(b)
 	}
 }
