@@ -174,8 +174,10 @@ type Admission struct {
 func (s *Server) admit(p *Principal, chars int64, streaming bool) (*Admission, error) {
 	l := &p.Limits
 	if streaming && !l.Streaming && l.Billing == control.BillingEnforce {
-		return nil, &control.Error{Code: control.EFeatureDisabled, Feature: "streaming",
+		err := &control.Error{Code: control.EFeatureDisabled, Feature: "streaming",
 			Message: "the plan does not include streaming"}
+		s.synth.m.refused(err) // the limiter and the meter count the others
+		return nil, err
 	}
 	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
 	defer cancel()

@@ -181,3 +181,35 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusalMetrics: billing's refusals are counted by code, the plan's
+// missing streaming feature too (admit refuses it itself, before the
+// limiter and the meter), and a refused charge bills nothing.
+func TestRefusalMetrics(t *testing.T) {
+	ss := newSynthServer(t, synthOpts{billing: control.BillingEnforce, plan: "free"})
+	noRPS := 0
+	used := int64(10_000 - 3)
+	off := false
+	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{RPS: &noRPS, Used: &used})
+	ss.srv.keys.reset()
+	before := ss.scrape()
+	if r := ss.do("POST", "/voices/"+ss.voice+"/speak", ss.key, map[string]any{"text": "four"}); r.status != 402 {
+		t.Fatalf("over the allowance: %d %s", r.status, r.body)
+	}
+	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Streaming: &off})
+	ss.srv.keys.reset()
+	if r := ss.do("POST", "/voices/"+ss.voice+"/stream", ss.key, map[string]any{"text": "x"}); r.status != 403 {
+		t.Fatalf("without streaming: %d %s", r.status, r.body)
+	}
+	after := ss.scrape()
+	for series, want := range map[string]float64{
+		`voicesvc_limit_refusals_total{code="quota_exhausted"}`:  1,
+		`voicesvc_limit_refusals_total{code="feature_disabled"}`: 1,
+		`voicesvc_limit_refusals_total{code="rate_limited"}`:     0,
+		`voicesvc_billed_characters_total{}`:                     0,
+	} {
+		if d := after[series] - before[series]; d != want {
+			t.Errorf("%s moved by %v, want %v", series, d, want)
+		}
+	}
+}

@@ -21,6 +21,14 @@ import (
 // so that the difference between two builds (or tracing off and on) is not
 // lost in the noise of loopback or of the engine.
 //
+// Measured with the metrics and tracing hooks, tracing off, against the
+// build before them, in paired runs (the builds alternate, 21 rounds of
+// 10,000 speaks, on a shared 2-core box): median of the paired differences
+// +0.44 us on 33-36 us (+1.3%), the new build faster in 10 of 21 rounds,
+// 62 allocations either way: no measurable cost. With tracing on (every
+// span sampled, none exported) +19% and 45 more allocations
+// (BenchmarkSpeakHandlerTraced).
+//
 //	go test ./gateway -run '^$' -bench SpeakHandler -benchtime 2000x
 func BenchmarkSpeakHandler(b *testing.B) {
 	benchSpeakHandler(b, Deps{})
