@@ -61,7 +61,7 @@ func (s *Server) initSynthesis(deps Deps) error {
 		Name: "voicesvc_synth_total",
 		Help: "Finished syntheses (WebSocket: contexts) by transport and outcome: ok, client_gone or the error code.",
 	}, []string{"transport", "outcome"})
-	m := newSynthMetrics(s.synth.outcomes)
+	m := newSynthMetrics(s.synth.outcomes, s.cfg.MetricsWorkspaceLabel)
 	s.synth.m = m
 	// The store, the limiter and the meter are timed and counted where the
 	// server holds them (synthmetrics.go, storemetrics.go).
@@ -176,7 +176,7 @@ func (s *Server) admit(p *Principal, chars int64, streaming bool) (*Admission, e
 	if streaming && !l.Streaming && l.Billing == control.BillingEnforce {
 		err := &control.Error{Code: control.EFeatureDisabled, Feature: "streaming",
 			Message: "the plan does not include streaming"}
-		s.synth.m.refused(err) // the limiter and the meter count the others
+		s.synth.m.refused(p.WorkspaceID, err) // the limiter and the meter count the others
 		return nil, err
 	}
 	c, cancel := context.WithTimeout(context.Background(), limitTimeout)

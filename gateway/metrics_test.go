@@ -213,3 +213,28 @@ func TestRefusalMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricsWorkspaceLabel: only when the operator asks do the billing
+// and refusal series name the workspace.
+func TestMetricsWorkspaceLabel(t *testing.T) {
+	ss := newSynthServer(t, synthOpts{cfg: Config{MetricsWorkspaceLabel: true}})
+	r := ss.post("/voices/"+ss.voice+"/speak", ss.key, map[string]any{"text": "Hello."})
+	io.Copy(io.Discard, r.Body)
+	r.Body.Close()
+	if r.StatusCode != 200 {
+		t.Fatalf("speak: %d", r.StatusCode)
+	}
+	free := ss.workspace("free")
+	key := ss.newKey(free.ID, nil, 0, false)
+	for i := 0; i < 50 && ss.do("GET", "/voices", key, nil).status != http.StatusTooManyRequests; i++ {
+	}
+	got := ss.scrape()
+	for series, want := range map[string]float64{
+		`voicesvc_billed_characters_total{workspace="` + ss.ws.ID + `"}`:                 6,
+		`voicesvc_limit_refusals_total{code="rate_limited",workspace="` + free.ID + `"}`: 1,
+	} {
+		if got[series] != want {
+			t.Errorf("%s = %v, want %v", series, got[series], want)
+		}
+	}
+}

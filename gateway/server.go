@@ -118,6 +118,10 @@ type Config struct {
 	// WSIdleTimeout ends a realtime session without client messages or
 	// synthesis for this long (session_ended idle); 0: 600 s (ws.go).
 	WSIdleTimeout time.Duration
+	// MetricsWorkspaceLabel adds a workspace label to the billing and
+	// refusal series (docs/api.md#metrics): one series per workspace, so
+	// only where workspaces are few.
+	MetricsWorkspaceLabel bool
 }
 
 // DefaultConfig returns the defaults used for zero Config fields.

@@ -36,10 +36,15 @@ type synthMetrics struct {
 	duration *prometheus.HistogramVec
 	sessions prometheus.Gauge
 	contexts prometheus.Gauge
-	billed   prometheus.Counter
-	refunded prometheus.Counter
-	refusals *prometheus.CounterVec
+	billed   *prometheus.CounterVec // labels: none, or workspace
+	refunded *prometheus.CounterVec
+	refusals *prometheus.CounterVec // code, and workspace
 	store    *prometheus.HistogramVec
+	// byWorkspace: the billing and refusal series carry a workspace label
+	// (Config.MetricsWorkspaceLabel); otherwise their children without it
+	// are resolved once.
+	byWorkspace          bool
+	billedAll, refundAll prometheus.Counter
 
 	byTransport map[string]*transportSeries
 }
@@ -66,8 +71,12 @@ func (t *transportSeries) firstAudio(engine string, d time.Duration) {
 // latencyBuckets: from a cache hit to a long text on a slow engine.
 var latencyBuckets = []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}
 
-func newSynthMetrics(outcomes *prometheus.CounterVec) *synthMetrics {
-	m := &synthMetrics{
+func newSynthMetrics(outcomes *prometheus.CounterVec, byWorkspace bool) *synthMetrics {
+	var ws []string
+	if byWorkspace {
+		ws = []string{"workspace"}
+	}
+	m := &synthMetrics{byWorkspace: byWorkspace,
 		ttfa: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "voicesvc_time_to_first_audio_seconds",
 			Help: "Time from the request (HTTP) or the context's first text (WebSocket) to its first audio " +
@@ -90,18 +99,18 @@ func newSynthMetrics(outcomes *prometheus.CounterVec) *synthMetrics {
 			Name: "voicesvc_realtime_contexts",
 			Help: "Open contexts of the realtime WebSocket sessions.",
 		}),
-		billed: prometheus.NewCounter(prometheus.CounterOpts{
+		billed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "voicesvc_billed_characters_total",
 			Help: "Characters charged to workspaces, all transports, before refunds; billing off charges none.",
-		}),
-		refunded: prometheus.NewCounter(prometheus.CounterOpts{
+		}, ws),
+		refunded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "voicesvc_refunded_characters_total",
 			Help: "Characters refunded: charged for a synthesis that produced no audio.",
-		}),
+		}, ws),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "voicesvc_limit_refusals_total",
 			Help: "Requests and syntheses refused by a limit or by billing, by error code.",
-		}, []string{"code"}),
+		}, append([]string{"code"}, ws...)),
 		store: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "voicesvc_store_duration_seconds",
 			Help:    "Time of each store call, by method, errors included.",
@@ -113,10 +122,13 @@ func newSynthMetrics(outcomes *prometheus.CounterVec) *synthMetrics {
 		m.byTransport[t] = &transportSeries{name: t, vec: m.ttfa,
 			duration: m.duration.WithLabelValues(t), ok: outcomes.WithLabelValues(t, "ok")}
 	}
+	if byWorkspace {
+		return m
+	}
+	m.billedAll, m.refundAll = m.billed.WithLabelValues(), m.refunded.WithLabelValues()
 	// The refusal codes exist from the start, at 0, so that rate() sees
 	// their first refusal.
-	for _, c := range []string{control.ERateLimited, control.EConcurrencyLimited, control.ETooManySessions,
-		control.EQuotaExhausted, control.EInsufficientCredits, control.EFeatureDisabled} {
+	for _, c := range refusalCodes {
 		m.refusals.WithLabelValues(c)
 	}
 	return m
@@ -134,12 +146,36 @@ func (m *synthMetrics) series(transport string) *transportSeries {
 	return m.byTransport[transportSpeak] // unreachable: transports are constants
 }
 
-// refused counts err when it is a limit or billing refusal.
-func (m *synthMetrics) refused(err error) {
-	switch c := control.ErrorCode(err); c {
-	case control.ERateLimited, control.EConcurrencyLimited, control.ETooManySessions,
-		control.EQuotaExhausted, control.EInsufficientCredits, control.EFeatureDisabled:
-		m.refusals.WithLabelValues(c).Inc()
+var refusalCodes = []string{control.ERateLimited, control.EConcurrencyLimited, control.ETooManySessions,
+	control.EQuotaExhausted, control.EInsufficientCredits, control.EFeatureDisabled}
+
+// refused counts err when it is a limit or billing refusal of workspace ws.
+func (m *synthMetrics) refused(ws string, err error) {
+	c := control.ErrorCode(err)
+	for _, r := range refusalCodes {
+		if c != r {
+			continue
+		}
+		if m.byWorkspace {
+			m.refusals.WithLabelValues(c, ws).Inc()
+		} else {
+			m.refusals.WithLabelValues(c).Inc()
+		}
+		return
+	}
+}
+
+// bill counts n characters charged to ws (refund: given back).
+func (m *synthMetrics) bill(ws string, n int64, refund bool) {
+	switch {
+	case m.byWorkspace && refund:
+		m.refunded.WithLabelValues(ws).Add(float64(n))
+	case m.byWorkspace:
+		m.billed.WithLabelValues(ws).Add(float64(n))
+	case refund:
+		m.refundAll.Add(float64(n))
+	default:
+		m.billedAll.Add(float64(n))
 	}
 }
 
@@ -155,7 +191,7 @@ func (l countingLimiter) AllowRequest(ctx context.Context, ws string, rps int) (
 		if err == nil {
 			err = control.RateLimited(d)
 		}
-		l.m.refused(err)
+		l.m.refused(ws, err)
 	}
 	return d, err
 }
@@ -163,7 +199,7 @@ func (l countingLimiter) AllowRequest(ctx context.Context, ws string, rps int) (
 func (l countingLimiter) Acquire(ctx context.Context, ws, kind string, limit int) (control.Lease, int, error) {
 	lease, free, err := l.Limiter.Acquire(ctx, ws, kind, limit)
 	if err != nil {
-		l.m.refused(err)
+		l.m.refused(ws, err)
 	}
 	return lease, free, err
 }
@@ -178,9 +214,9 @@ type countingMeter struct {
 func (c countingMeter) Charge(ctx context.Context, ws *control.Workspace, chars int64) (control.Charge, int64, error) {
 	ch, rem, err := c.Meter.Charge(ctx, ws, chars)
 	if err != nil {
-		c.m.refused(err)
+		c.m.refused(ws.ID, err)
 	} else if n := ch.FromAllowance + ch.FromCredits; n > 0 {
-		c.m.billed.Add(float64(n)) // billing off takes nothing: a zero Charge
+		c.m.bill(ws.ID, n, false) // billing off takes nothing: a zero Charge
 	}
 	return ch, rem, err
 }
@@ -188,7 +224,7 @@ func (c countingMeter) Charge(ctx context.Context, ws *control.Workspace, chars 
 func (c countingMeter) Refund(ctx context.Context, ch control.Charge) error {
 	err := c.Meter.Refund(ctx, ch)
 	if n := ch.FromAllowance + ch.FromCredits; err == nil && n > 0 {
-		c.m.refunded.Add(float64(n))
+		c.m.bill(ch.WorkspaceID, n, true)
 	}
 	return err
 }

@@ -30,6 +30,8 @@ type serveConfig struct {
 	ShutdownGrace time.Duration
 	LogLevel      slog.Level
 	LogFormat     string // text | json
+	// MetricsWorkspace: the billing and refusal series get a workspace label.
+	MetricsWorkspace bool
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
@@ -52,6 +54,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	// unknown one is refused at start like any bad flag.
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug|info|warn|error; env VOICESVC_LOG_LEVEL")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (logfmt) or json (one object a line); env VOICESVC_LOG_FORMAT")
+	fs.BoolVar(&c.MetricsWorkspace, "metrics-workspace-label", false, "label the billing and refusal series with the workspace id (one series per workspace); env VOICESVC_METRICS_WORKSPACE_LABEL")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -70,6 +73,7 @@ var serveEnv = map[string]string{
 	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
 	"max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
+	"metrics-workspace-label": "VOICESVC_METRICS_WORKSPACE_LABEL",
 }
 
 // applyEnv sets every flag not given on the command line from its

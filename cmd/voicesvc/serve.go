@@ -81,7 +81,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	}
 	defer stopTracing()
 
-	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout, MaxConns: maxConns}, gateway.Deps{
+	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout, MaxConns: maxConns,
+		MetricsWorkspaceLabel: cfg.MetricsWorkspace}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
 		Limiter:   limiter,
