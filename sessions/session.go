@@ -1,11 +1,3 @@
-// Package sessions runs one realtime WebSocket session (docs/realtime.md):
-// up to four synthesis contexts multiplexed on one socket, text
-// buffered and cut into sentences as soon as their end is certain, audio
-// sent as audio_chunk + binary pairs by a single writer, cancel, limits,
-// metering and the idle timeout.
-//
-// The gateway does the handshake (credentials, limits, billing headers),
-// upgrades, and calls Run on a connection it closes after Run returns.
 package sessions
 
 import (
