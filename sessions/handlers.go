@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine"
 	"voicesvc/jsonw"
 	"voicesvc/synth"
 )
@@ -70,7 +71,9 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req}
+		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req,
+		words: engine.WordTimes(s.deps.Engine)}
+	t.timestamps = t.words && p.opts.Timestamps
 	s.mu.Lock()
 	if s.aborting != nil {
 		// The session is ending (revoked, shutting down): the read loop
@@ -82,7 +85,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	t.bill.add(charged)
 	s.tasks = append(s.tasks, t)
 	f := getFrame()
-	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
+	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format), t.timestamps)
 	s.pushLocked(f, true) // before any audio of the task can be queued
 	t.appendLocked(p.opts.Text, p.finalize)
 	s.mu.Unlock()
@@ -208,7 +211,7 @@ func (s *session) taskCancel(m *synth.Fields) {
 	}
 	completed, dropped := t.cancelLocked()
 	f := getFrame()
-	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.trace)
+	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.receiptLocked(), t.trace)
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 	s.flushRefunds()

@@ -191,6 +191,9 @@ func (s *session) writeLoop() {
 			batch[n] = f
 			n++
 			size += f.wireSize()
+			if f.kind == kindAudio {
+				f.task.sentS += f.dur // handed to the socket: the cancel receipt counts it
+			}
 		}
 		if n == 0 {
 			if s.busy > 0 && !s.stopping && !s.broken {
