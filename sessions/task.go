@@ -233,28 +233,12 @@ func (t *task) render(ctx context.Context, index int, text string, at int) (floa
 			t.clock = synth.NewWordClock(s.deps.Engine.NativeRate(), "")
 		}
 		t.clock.Reset(text, at, t.audio)
-		eng = tapped{eng, func(c engine.Chunk) error { return t.heardWords(index, t.clock.Chunk(c)) }}
+		eng = synth.Tap(eng, func(c engine.Chunk) error { return t.heardWords(index, t.clock.Chunk(c)) })
 	}
 	_, err = synth.Run(ctx, eng, req, pipe, send)
 	t.generate += time.Since(began)
 	t.audio += dur
 	return dur, err
-}
-
-// tapped shows each chunk to before, ahead of the consumer: the words a
-// chunk starts reach the client before its audio.
-type tapped struct {
-	engine.Engine
-	before func(engine.Chunk) error
-}
-
-func (e tapped) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
-	return e.Engine.Synthesize(ctx, req, func(c engine.Chunk) error {
-		if err := e.before(c); err != nil {
-			return err
-		}
-		return emit(c)
-	})
 }
 
 // patient is the engine as a live session uses it: while the pool is full
