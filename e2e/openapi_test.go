@@ -119,6 +119,12 @@ func TestOpenAPIConformance(t *testing.T) {
 	r = oas.check(t, "stream alaw", oasJSON("POST", api+"/voices/"+e.voice+"/stream", map[string]any{
 		"text": "Hello there.", "output_format": "alaw", "sample_rate": 8000}, key...), true, 200)
 	oas.checkSSE(t, r.body)
+	r = oas.check(t, "stream timestamps", oasJSON("POST", api+"/voices/"+e.voice+"/stream", map[string]any{
+		"text": "Hello there, word by word.", "timestamps": true}, key...), true, 200)
+	oas.checkSSE(t, r.body)
+	if !strings.Contains(string(r.body), "event: timestamps") {
+		t.Errorf("stream with timestamps sent no timestamps event")
+	}
 	oas.check(t, "400 invalid_speed", oasJSON("POST", speak, map[string]any{"text": "Hi.", "speed": 5}, key...), false, 400)
 
 	// Tokens: mint one, speak with it, then it is spent.
@@ -292,7 +298,7 @@ func (s *oasSpec) check(t *testing.T, what string, r *http.Request, wantValid bo
 // checkSSE validates every event of a stream against the event schemas.
 func (s *oasSpec) checkSSE(t *testing.T, body []byte) {
 	t.Helper()
-	schemas := map[string]string{"start": "SSEStart", "chunk": "SSEChunk", "done": "SSEDone", "error": "SSEError"}
+	schemas := map[string]string{"start": "SSEStart", "chunk": "SSEChunk", "timestamps": "SSETimestamps", "done": "SSEDone", "error": "SSEError"}
 	var names []string
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)

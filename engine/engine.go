@@ -77,6 +77,17 @@ type Chunk struct {
 	Last bool
 }
 
+// WordTimer is an engine that says whether its chunks report where words
+// start (Chunk.Words), which word timestamps are made from. An engine that
+// does not implement it reports none.
+type WordTimer interface{ WordTimes() bool }
+
+// WordTimes reports whether e's chunks carry the words' starts.
+func WordTimes(e Engine) bool {
+	w, ok := e.(WordTimer)
+	return ok && w.WordTimes()
+}
+
 // Clip is decoded reference audio for cloning.
 type Clip struct {
 	Samples  []float32 // mono

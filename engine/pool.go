@@ -229,6 +229,9 @@ func (p *Pool) Enroll(ctx context.Context, clip Clip) ([]byte, error) {
 	return p.opts.Engine.Enroll(ctx, clip)
 }
 
+// WordTimes: the workers run the same engine as opts.Engine.
+func (p *Pool) WordTimes() bool { return WordTimes(p.opts.Engine) }
+
 // maxAhead is how many synthesized sentences of a request may wait for
 // its consumer before the request stops taking worker turns: a slow
 // client must not make the pool render its whole text into memory.

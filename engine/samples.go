@@ -42,6 +42,8 @@ func Recycled(e Engine) Engine { return recycled{e} }
 
 type recycled struct{ Engine }
 
+func (r recycled) WordTimes() bool { return WordTimes(r.Engine) }
+
 func (r recycled) Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error {
 	return r.Engine.Synthesize(ctx, req, func(c Chunk) error {
 		err := emit(c)

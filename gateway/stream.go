@@ -13,6 +13,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/engine"
 	"voicesvc/synth"
 )
 
@@ -68,7 +69,19 @@ func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synt
 		width := f.BytesPerSample()
 		w := synth.NewSSEWriter(st, st.Flush, synth.CoalesceBytes(rate, width, chunk), width)
 		st.pending = synth.AppendSSEStart(st.pending, rate, f)
-		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, w.Audio)
+		eng := job.eng
+		if job.opts.Timestamps && engine.WordTimes(eng) {
+			// The pool gives word events offsets into the whole text and
+			// samples into the whole stream's audio: one clock serves.
+			clock := synth.NewWordClock(eng.NativeRate(), job.req.Text)
+			eng = synth.Tap(eng, func(c engine.Chunk) error {
+				if words := clock.Chunk(c); len(words) > 0 {
+					return w.Words(c.Sentence, words)
+				}
+				return nil
+			})
+		}
+		res, err := synth.Run(rctx, eng, job.req, job.pipe, w.Audio)
 		err = s.drain.cause(rctx, err) // the grace ended: an error event says so
 		switch {
 		case isClientGone(err):

@@ -31,6 +31,7 @@ import (
 type sentence struct {
 	text string
 	cost int
+	at   int // code points of the context's text before it (word offsets)
 }
 
 // queueCut queues the spans cut from buf (whose first rest bytes they
@@ -38,20 +39,24 @@ type sentence struct {
 // the last one also those up to rest. Characters not covered by any span
 // (text with nothing to speak) are counted as dropped.
 func (t *task) queueCut(buf string, spans []engine.Span, rest int) {
-	from := 0
+	from, chars := 0, t.textAt // chars: code points of the context's text before buf[from:]
 	for i, sp := range spans {
 		end := sp.End
 		if i == len(spans)-1 {
 			end = rest
 		}
+		at := chars + utf8.RuneCountInString(buf[from:sp.Start])
 		cost := utf8.RuneCountInString(buf[from:end])
-		t.queued = append(t.queued, sentence{text: sp.Text, cost: cost})
+		t.queued = append(t.queued, sentence{text: sp.Text, cost: cost, at: at})
 		t.queuedChars += cost
+		chars += cost
 		from = end
 	}
 	if from < rest {
 		t.dropped += utf8.RuneCountInString(buf[from:rest])
 	}
+	// The caller keeps buf[rest:] as the pending text.
+	t.textAt = chars + utf8.RuneCountInString(buf[from:rest])
 }
 
 // ledger is what a context's frames took from the balance, per month

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"sync"
 	"voicesvc/jsonw"
+	"voicesvc/synth"
 )
 
 // frame is one unit of the outbound queue: a JSON text frame, optionally
@@ -22,7 +23,8 @@ type frame struct {
 	hdr  []byte // JSON text frame
 	bin  []byte // binary payload, only for audio pairs
 	pair bool
-	cost int // frameCost when queued, so that taking it gives back the same
+	cost int     // frameCost when queued, so that taking it gives back the same
+	dur  float64 // seconds of audio an audio pair carries (the cancel receipt)
 }
 
 type frameKind uint8
@@ -53,7 +55,7 @@ func getFrame() *frame {
 }
 
 func putFrame(f *frame) {
-	f.task, f.kind, f.pair = nil, kindOther, false
+	f.task, f.kind, f.pair, f.dur = nil, kindOther, false, 0
 	if cap(f.bin) > maxPooledBin {
 		f.bin = nil
 	}
@@ -90,13 +92,27 @@ func appendAudioChunk(b, idJSON []byte, sentence, chunk int, dur float64, n int)
 	return append(b, '}')
 }
 
-func appendTaskStarted(b, idJSON []byte, rate int, format string) []byte {
+func appendTaskStarted(b, idJSON []byte, rate int, format string, timestamps bool) []byte {
 	b = append(b, `{"type":"task_started","context_id":`...)
 	b = append(b, idJSON...)
 	b = append(b, `,"sample_rate":`...)
 	b = strconv.AppendInt(b, int64(rate), 10)
 	b = append(b, `,"audio_format":`...)
 	b = jsonw.AppendString(b, format)
+	b = append(b, `,"timestamps":`...)
+	b = strconv.AppendBool(b, timestamps)
+	return append(b, '}')
+}
+
+// appendWordTimestamps: the words whose start is in the audio that follows
+// (docs/realtime.md#word_timestamps).
+func appendWordTimestamps(b, idJSON []byte, sentence int, words []synth.Word) []byte {
+	b = append(b, `{"type":"word_timestamps","context_id":`...)
+	b = append(b, idJSON...)
+	b = append(b, `,"sentence_index":`...)
+	b = strconv.AppendInt(b, int64(sentence), 10)
+	b = append(b, `,"words":`...)
+	b = synth.AppendWords(b, words)
 	return append(b, '}')
 }
 
@@ -134,13 +150,17 @@ func appendTaskDone(b, idJSON []byte, n int, total, ttfbMS, genMS float64, trace
 	return append(b, '}')
 }
 
-func appendTaskCancelled(b, idJSON []byte, completed, dropped int, trace string) []byte {
+func appendTaskCancelled(b, idJSON []byte, completed, dropped int, r receipt, trace string) []byte {
 	b = append(b, `{"type":"task_cancelled","context_id":`...)
 	b = append(b, idJSON...)
 	b = append(b, `,"sentences_completed":`...)
 	b = strconv.AppendInt(b, int64(completed), 10)
 	b = append(b, `,"sentences_dropped":`...)
 	b = strconv.AppendInt(b, int64(dropped), 10)
+	b = append(b, `,"audio_sent_s":`...)
+	b = appendSeconds(b, r.audioSent)
+	b = append(b, `,"spoken_until":`...)
+	b = strconv.AppendInt(b, int64(r.spokenUntil), 10)
 	b = append(b, `,"trace_id":`...)
 	b = jsonw.AppendString(b, trace)
 	return append(b, '}')

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine"
 	"voicesvc/jsonw"
 	"voicesvc/synth"
 )
@@ -56,7 +57,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 			s.reject(me)
 			return false, nil
 		}
-		return true, s.fatal(p.contextID, control.EInternal, "internal error", closeInternal, err)
+		return true, s.fatal(p.contextID, control.EInternal, "internal error", disconnectInternal, err)
 	}
 	// The voice's settings under the request's fields, and the engine's
 	// tag for the language: the same merge as every transport.
@@ -70,9 +71,11 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req}
+		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req,
+		words: engine.WordTimes(s.deps.Engine)}
+	t.timestamps = t.words && p.opts.Timestamps
 	s.mu.Lock()
-	if s.abortCode != 0 {
+	if s.aborting != nil {
 		// The session is ending (revoked, shutting down): the read loop
 		// answers that; nothing of this frame is kept.
 		s.mu.Unlock()
@@ -83,7 +86,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	s.tasks = append(s.tasks, t)
 	t.observeStart()
 	f := getFrame()
-	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
+	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format), t.timestamps)
 	s.pushLocked(f, true) // before any audio of the task can be queued
 	t.appendLocked(p.opts.Text, p.finalize)
 	s.mu.Unlock()
@@ -124,9 +127,9 @@ func (s *session) charge(contextID string, chars int) (c control.Charge, end boo
 	case control.EInsufficientCredits, control.EQuotaExhausted:
 		// Running out mid-session is always this code, whether the
 		// allowance or the credits ran out.
-		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", closeCredits, err)
+		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", disconnectCredits, err)
 	}
-	return c, true, s.fatal(contextID, control.EInternal, "internal error", closeInternal, err)
+	return c, true, s.fatal(contextID, control.EInternal, "internal error", disconnectInternal, err)
 }
 
 func (s *session) taskContinue(m *synth.Fields) (bool, error) {
@@ -158,7 +161,7 @@ func (s *session) taskContinue(m *synth.Fields) (bool, error) {
 	// The task cannot have been cancelled (only this goroutine cancels),
 	// but it can have failed, or the session started ending, while the
 	// meter was asked.
-	closed := t.closed || s.abortCode != 0
+	closed := t.closed || s.aborting != nil
 	if !closed {
 		t.bill.add(charged)
 		t.appendLocked(p.text, p.finalize)
@@ -182,7 +185,7 @@ func (s *session) refund(c control.Charge) {
 func (s *session) ending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.abortCode != 0 || s.stopping
+	return s.aborting != nil || s.stopping
 }
 
 func (s *session) taskCancel(m *synth.Fields) {
@@ -209,7 +212,7 @@ func (s *session) taskCancel(m *synth.Fields) {
 	}
 	completed, dropped := t.cancelLocked()
 	f := getFrame()
-	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.trace)
+	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.receiptLocked(), t.trace)
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 	s.flushRefunds()

@@ -208,7 +208,20 @@ type event struct {
 	Message            string             `json:"message"`
 	Fatal              bool               `json:"fatal"`
 	Reason             string             `json:"reason"`
+	Timestamps         *bool              `json:"timestamps"`
+	Words              []wordTS           `json:"words"`
+	AudioSentS         float64            `json:"audio_sent_s"`
+	SpokenUntil        int                `json:"spoken_until"`
 	Bin                []byte             `json:"-"`
+}
+
+// wordTS is one word of a word_timestamps frame.
+type wordTS struct {
+	Word      string  `json:"word"`
+	StartS    float64 `json:"start_s"`
+	EndS      float64 `json:"end_s"`
+	CharStart int     `json:"char_start"`
+	CharEnd   int     `json:"char_end"`
 }
 
 type client struct {

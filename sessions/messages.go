@@ -34,12 +34,14 @@ const (
 // any PCM format or Opus, and an output_format it does not offer means the
 // default (the client reads the real one from task_started).
 var startRules = synth.Rules{
-	Format:          codec.F32LE,
-	Formats:         []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE, codec.Opus},
+	Format: codec.F32LE,
+	Formats: []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE,
+		codec.MuLaw, codec.ALaw, codec.Opus},
 	CoerceFormat:    true,
 	TextOptional:    true,
 	MaxTextChars:    maxTaskStartChars,
 	DefaultLanguage: defaultLanguage,
+	Timestamps:      true,
 }
 
 // msgError rejects one client message; fatal errors end the session.

@@ -29,6 +29,11 @@ type task struct {
 	span      ContextSpan // Deps.Observer's (observe.go); set before the task is shared
 	outcome   string      // how it closed, for span.End; guarded by s.mu
 	ended     bool        // span.End was called; guarded by s.mu
+	// words: the engine reports where words start, so the context knows
+	// what was heard (the cancel receipt) and, when timestamps was asked,
+	// sends word_timestamps frames.
+	words      bool
+	timestamps bool
 
 	// Guarded by s.mu.
 	gone        bool // cancelled or session ending: its frames are dropped
@@ -38,16 +43,21 @@ type task struct {
 	inflight    bool   // the runner is rendering a sentence
 	pending     string // text after the last certain sentence end
 	queued      []sentence
-	queuedChars int    // the queued sentences' costs (billing.go)
-	dropped     int    // characters cut away with nothing to speak
-	bill        ledger // what the context's frames were charged
-	nextIndex   int    // sentence_index of the next sentence to render
-	completed   int    // sentence_done frames queued and not purged
+	queuedChars int         // the queued sentences' costs (billing.go)
+	dropped     int         // characters cut away with nothing to speak
+	bill        ledger      // what the context's frames were charged
+	nextIndex   int         // sentence_index of the next sentence to render
+	textAt      int         // code points of the context's text before pending
+	heard       []heardWord // receipt.go
+	spokenBase  int         // spoken_until of the words folded out of heard
+	sentS       float64     // seconds of audio handed to the socket
+	completed   int         // sentence_done frames queued and not purged
 	lastText    time.Time
 	timer       *time.Timer
 	cancel      context.CancelFunc // the running runner's context
 
 	// Owned by the runner (runners of one task never overlap).
+	clock      *synth.WordClock
 	audio      float64 // seconds sent
 	generate   time.Duration
 	firstAudio time.Duration
@@ -117,7 +127,7 @@ func (t *task) onIdleFlush() {
 func (t *task) kickLocked() {
 	s := t.s
 	switch {
-	case t.closed || t.running || s.stopping || s.abortCode != 0:
+	case t.closed || t.running || s.stopping || s.aborting != nil:
 		// (An ending session starts no synthesis: nothing is billed
 		// after a revocation is seen, and its text is given back.)
 	case len(t.queued) > 0:
@@ -140,9 +150,9 @@ func (t *task) run(ctx context.Context) {
 	s := t.s
 	defer s.wg.Done()
 	s.mu.Lock()
-	for !t.closed && len(t.queued) > 0 && s.abortCode == 0 {
+	for !t.closed && len(t.queued) > 0 && s.aborting == nil {
 		// From here the sentence's characters are spent (billing.go).
-		text := t.queued[0].text
+		text, at := t.queued[0].text, t.queued[0].at
 		t.queuedChars -= t.queued[0].cost
 		t.queued[0] = sentence{}
 		t.queued = t.queued[1:]
@@ -151,13 +161,14 @@ func (t *task) run(ctx context.Context) {
 		t.inflight = true
 		s.mu.Unlock()
 
-		dur, err := t.render(ctx, index, text)
+		dur, err := t.render(ctx, index, text, at)
 
 		s.mu.Lock()
 		t.inflight = false
 		switch {
 		case t.gone:
 		case err == nil:
+			t.sentenceEndedLocked(index, t.audio)
 			t.completed++
 			f := getFrame()
 			f.task, f.kind = t, kindSentenceDone
@@ -184,9 +195,10 @@ func (t *task) run(ctx context.Context) {
 	s.flushRefunds()
 }
 
-// render synthesizes one sentence and queues its audio pairs. It returns
-// the sentence's audio duration.
-func (t *task) render(ctx context.Context, index int, text string) (float64, error) {
+// render synthesizes one sentence, which starts at code point at of the
+// context's text, and queues its audio pairs (each after the words whose
+// start it holds). It returns the sentence's audio duration.
+func (t *task) render(ctx context.Context, index int, text string, at int) (float64, error) {
 	s := t.s
 	pipe, err := codec.NewPipeline(s.deps.Engine.NativeRate(), t.format, t.rate)
 	if err != nil {
@@ -199,7 +211,7 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	send := func(b []byte) error {
 		d := t.duration(len(b))
 		f := getFrame()
-		f.task, f.kind, f.pair = t, kindAudio, true
+		f.task, f.kind, f.pair, f.dur = t, kindAudio, true, d
 		f.hdr = appendAudioChunk(f.hdr, t.idJSON, index, chunk, d, len(b))
 		f.bin = append(f.bin, b...)
 		if t.firstAudio == 0 {
@@ -222,7 +234,15 @@ func (t *task) render(ctx context.Context, index int, text string) (float64, err
 	// a context with audio in hand yields to one whose listener waits.
 	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
 	began = time.Now()
-	_, err = synth.Run(ctx, patient{s.deps.Engine}, req, pipe, send)
+	var eng engine.Engine = patient{s.deps.Engine}
+	if t.words {
+		if t.clock == nil {
+			t.clock = synth.NewWordClock(s.deps.Engine.NativeRate(), "")
+		}
+		t.clock.Reset(text, at, t.audio)
+		eng = synth.Tap(eng, func(c engine.Chunk) error { return t.heardWords(index, t.clock.Chunk(c)) })
+	}
+	_, err = synth.Run(ctx, eng, req, pipe, send)
 	t.generate += time.Since(began)
 	t.audio += dur
 	return dur, err
@@ -321,7 +341,7 @@ func (t *task) failLocked(err error) {
 	if errors.Is(err, engine.ErrUnavailable) {
 		f := getFrame()
 		f.hdr = appendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
-		s.abortLocked(closeTryLater, f)
+		s.abortLocked(disconnectTryLater, f)
 		t.gone = true
 		t.outcome = control.EUnavailable
 		t.closeLocked()

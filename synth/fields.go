@@ -18,7 +18,7 @@ import (
 // duplicate keys the last wins, as in encoding/json.
 type Fields struct {
 	// Synthesis fields every transport shares (Options).
-	Text, Language, OutputFormat, SampleRate, NumStep, Expressiveness, Speed []byte
+	Text, Language, OutputFormat, SampleRate, NumStep, Expressiveness, Speed, Timestamps []byte
 	// WebSocket message fields (docs/realtime.md).
 	Type, ContextID, VoiceID, Finalize, GuidanceScale, LengthScale, IdleFlushMS []byte
 }
@@ -88,6 +88,8 @@ func (f *Fields) set(key, val []byte) {
 		f.Expressiveness = val
 	case "speed":
 		f.Speed = val
+	case "timestamps":
+		f.Timestamps = val
 	case "type":
 		f.Type = val
 	case "context_id":

@@ -36,9 +36,11 @@ type Options struct {
 	// for transports that carry them (WebSocket length_scale is 1/Speed).
 	Expressiveness *float64
 	Speed          *float64
-	Pitch          *float64
-	Volume         *float64
-	GuidanceScale  *float64
+	// Timestamps asks for word timestamps (docs/api.md#word-timestamps).
+	Timestamps    bool
+	Pitch         *float64
+	Volume        *float64
+	GuidanceScale *float64
 }
 
 // Chars is what the request is metered and limited by.
@@ -64,6 +66,9 @@ type Rules struct {
 	// Speed: the body's speed field is read (speak and SSE); without it the
 	// key is ignored like any unknown one (the WebSocket has length_scale).
 	Speed bool
+	// Timestamps: the body's timestamps field is read (SSE and the
+	// WebSocket, which can send word timestamps; speak cannot).
+	Timestamps bool
 }
 
 var (
@@ -74,7 +79,7 @@ var (
 	SpeakRules = Rules{Format: codec.WAV, Formats: append([]codec.Format{codec.WAV}, rawFormats...),
 		MaxTextChars: MaxTextChars, Speed: true}
 	// StreamRules: POST /voices/{id}/stream, raw samples only, f32le by default.
-	StreamRules = Rules{Format: codec.F32LE, Formats: rawFormats, MaxTextChars: MaxTextChars, Speed: true}
+	StreamRules = Rules{Format: codec.F32LE, Formats: rawFormats, MaxTextChars: MaxTextChars, Speed: true, Timestamps: true}
 )
 
 // ParseSpeak validates a POST /voices/{id}/speak body. The default format
@@ -183,6 +188,13 @@ func (f *Fields) Options(r Rules) (Options, error) {
 			return o, control.Errorf(control.EInvalidSpeed, "speed must be a number from %g to %g", MinSpeed, MaxSpeed)
 		}
 		o.Speed = &v
+	}
+	if r.Timestamps {
+		v, err := Bool("timestamps", f.Timestamps)
+		if err != nil {
+			return o, err
+		}
+		o.Timestamps = v
 	}
 	return o, nil
 }

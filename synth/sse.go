@@ -53,6 +53,16 @@ func AppendSSEDone(dst []byte, durationSeconds float64) []byte {
 	return append(dst, "}\n\n"...)
 }
 
+// AppendSSETimestamps appends a timestamps event: the words whose start is
+// in the audio of the chunk events that follow.
+func AppendSSETimestamps(dst []byte, sentence int, words []Word) []byte {
+	dst = append(dst, "event: timestamps\ndata: {\"type\":\"timestamps\",\"sentence_index\":"...)
+	dst = strconv.AppendInt(dst, int64(sentence), 10)
+	dst = append(dst, `,"words":`...)
+	dst = AppendWords(dst, words)
+	return append(dst, "}\n\n"...)
+}
+
 // AppendSSEError appends the error event; the stream ends after it.
 func AppendSSEError(dst []byte, code, message string) []byte {
 	dst = append(dst, "event: error\ndata: {\"type\":\"error\",\"code\":"...)
@@ -184,6 +194,20 @@ func (s *SSEWriter) Audio(pcm []byte) error {
 		return s.err
 	}
 	return s.co.Write(pcm)
+}
+
+// Words writes a timestamps event. It is not flushed on its own: it goes
+// out with the chunk event that follows it, which holds its words' starts
+// or audio before them.
+func (s *SSEWriter) Words(sentence int, words []Word) error {
+	if s.err != nil {
+		return s.err
+	}
+	s.buf = AppendSSETimestamps(s.buf[:0], sentence, words)
+	if _, err := s.w.Write(s.buf); err != nil {
+		s.err = err
+	}
+	return s.err
 }
 
 // Done writes what audio is pending and the done event.

@@ -1,6 +1,7 @@
 package synth
 
 import (
+	"context"
 	"strconv"
 	"unicode/utf8"
 
@@ -115,6 +116,26 @@ func (c *WordClock) chars(off int) int {
 	c.charAt += utf8.RuneCountInString(c.text[c.byteAt:off])
 	c.byteAt = off
 	return c.charBase + c.charAt
+}
+
+// Tap returns eng with before called on each chunk ahead of the consumer,
+// so that the words a chunk starts are sent before its audio.
+func Tap(eng engine.Engine, before func(engine.Chunk) error) engine.Engine {
+	return tapped{eng, before}
+}
+
+type tapped struct {
+	engine.Engine
+	before func(engine.Chunk) error
+}
+
+func (e tapped) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	return e.Engine.Synthesize(ctx, req, func(c engine.Chunk) error {
+		if err := e.before(c); err != nil {
+			return err
+		}
+		return emit(c)
+	})
 }
 
 // AppendWords appends the JSON array of words.

@@ -119,6 +119,9 @@ func (e *Engine) Name() string        { return "espeak-ng" }
 func (e *Engine) NativeRate() int     { return e.rate }
 func (e *Engine) Languages() []string { return append([]string(nil), e.langs.tags...) }
 
+// WordTimes: espeak-ng reports every word it speaks (its word events).
+func (e *Engine) WordTimes() bool { return true }
+
 // Enroll analyses a reference clip and returns the profile that renders
 // its speaker (enroll.go).
 func (e *Engine) Enroll(ctx context.Context, clip engine.Clip) ([]byte, error) {

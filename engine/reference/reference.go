@@ -80,6 +80,9 @@ func MarshalProfile(freq float64) []byte {
 func (e *Engine) Name() string    { return "reference" }
 func (e *Engine) NativeRate() int { return Rate }
 
+// WordTimes: the reference engine places every word of its text.
+func (e *Engine) WordTimes() bool { return true }
+
 func (e *Engine) Languages() []string { return []string{"en", "hi"} }
 
 func (e *Engine) Catalog() []engine.CatalogVoice {
