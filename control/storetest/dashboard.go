@@ -189,4 +189,3 @@ func testDailyUsage(t *testing.T, s control.Store) {
 		t.Fatalf("the charge's day %v %v", days, err)
 	}
 }
-
