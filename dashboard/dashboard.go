@@ -16,6 +16,8 @@ import (
 	"io/fs"
 	"mime"
 	"path"
+	"strconv"
+	"strings"
 )
 
 //go:embed templates/*.html
@@ -63,6 +65,7 @@ var Pages = []struct{ Name, Path, Title, Script string }{
 var templates = func() map[string]*template.Template {
 	base := template.Must(template.New("layout.html").Funcs(template.FuncMap{
 		"pages": func() any { return Pages },
+		"num":   groupDigits,
 	}).ParseFS(templateFS, "templates/layout.html"))
 	out := map[string]*template.Template{}
 	for _, name := range []string{"overview", "voices", "playground", "keys", "login"} {
@@ -71,6 +74,26 @@ var templates = func() map[string]*template.Template {
 	}
 	return out
 }()
+
+// groupDigits writes n with thousands separators: 1,000,000.
+func groupDigits(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	if neg {
+		s = s[1:]
+	}
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
 
 // Render executes the page's template.
 func Render(p *Page) ([]byte, error) {

@@ -61,7 +61,8 @@ func (s *Server) render(ctx *fasthttp.RequestCtx, status int, p *dashboard.Page)
 	b, err := dashboard.Render(p)
 	if err != nil {
 		s.log.Error("dashboard page", "page", p.Name, "err", err)
-		ctx.Error("internal error", fasthttp.StatusInternalServerError)
+		ctx.SetStatusCode(fasthttp.StatusInternalServerError)
+		ctx.SetBodyString("internal error")
 		return
 	}
 	ctx.Response.Header.SetCanonical(hdrCacheControl, hdrNoStore)
@@ -172,7 +173,8 @@ func (s *Server) dashboardStatic(ctx *fasthttp.RequestCtx) {
 	b, ct, ok := dashboard.Static(name)
 	secureHeaders(ctx)
 	if !ok {
-		ctx.Error("not found", fasthttp.StatusNotFound)
+		ctx.SetStatusCode(fasthttp.StatusNotFound)
+		ctx.SetBodyString("not found")
 		return
 	}
 	ctx.Response.Header.SetCanonical(hdrCacheControl, valStaticCache)

@@ -17,7 +17,7 @@
 
   // State of the current playback; exposed for the browser test.
   const st = window.vsPlayground = { samplesIn: 0, samplesPlayed: 0, ttfaMs: null, chunks: 0, words: 0, done: false };
-  let ws = null, ctx = null, node = null, rate = 24000, format = 'f32le', sentT0 = 0;
+  let ws = null, ctx = null, node = null, rate = 24000, format = 'f32le', sentT0 = 0, clickT0 = 0;
   let sentenceStart = {}; // sentence_index -> seconds into the stream
   let spans = [];         // {span, si, start, end} in stream seconds once known
   let timed = new Set();  // sentences with word timestamps
@@ -58,8 +58,12 @@
   function onAudio(buf) {
     const f = toFloat(buf);
     if (st.ttfaMs === null) {
-      st.ttfaMs = Math.round(performance.now() - sentT0);
+      const now = performance.now();
+      st.ttfaMs = Math.round(now - sentT0);
+      // From task_start, what the service adds; from Play, what a person
+      // waits (the token and the handshake included).
       $('ttfa').textContent = st.ttfaMs + ' ms';
+      $('ttfa-play').textContent = Math.round(now - clickT0) + ' ms';
       setState('playing');
     }
     st.samplesIn += f.length;
@@ -133,6 +137,8 @@
     sentenceStart = {}; spans = []; timed = new Set();
     wordsEl.replaceChildren();
     $('ttfa').textContent = '–';
+    $('ttfa-play').textContent = '–';
+    clickT0 = performance.now();
     $('received').textContent = '–';
     rate = Number($('p-rate').value);
     format = $('p-format').value;
