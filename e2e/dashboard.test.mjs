@@ -203,6 +203,25 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     cloned = await page.$$eval('#voice-list li', (lis) => lis.find((li) => li.querySelector('h3').textContent === 'My browser voice').dataset.voiceId);
     await page.select('#f-owner', 'own');
     await shot('voices-ready');
+
+    // Preview: the clone's sample clip plays in the page's player.
+    const card = `#voice-list li[data-voice-id="${cloned}"]`;
+    await page.click(`${card} button[aria-label^="Preview"]`);
+    await page.waitForFunction(() => { const a = document.getElementById('preview'); return !a.hidden && a.readyState >= 2; });
+    // Settings: a dialog, saved with PATCH.
+    await page.click(`${card} button[aria-label^="Settings"]`);
+    await page.waitForSelector('#settings[open]');
+    await page.$eval('#s-speed', (i) => { i.value = ''; });
+    await page.type('#s-speed', '1.25');
+    await shot('voices-settings');
+    await page.click('#settings-form button[value=save]');
+    await page.waitForFunction(() => /saved/.test(document.getElementById('notice').textContent));
+    const v = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, cloned);
+    assert.equal(v.settings.speed, 1.25);
+    // Filters: the catalog alone.
+    await page.select('#f-owner', 'catalog');
+    assert.equal(await page.$(card), null, 'own voice hidden from the catalog view');
+    await page.select('#f-owner', 'all');
   });
 
   await t.test('the playground plays through the WebSocket', { timeout: 60_000 }, async () => {

