@@ -48,6 +48,12 @@ var (
 	hdrOrigin = []byte("Origin")
 )
 
+// FromDashboard reports whether p acts through the dashboard: its session
+// cookie, or an access token the session minted. Such a principal has no API
+// key behind it (KeyID is "dashboard:" + the session id), so code that
+// watches the creating key for revocation must not look one up for it.
+func (p *Principal) FromDashboard() bool { return strings.HasPrefix(p.KeyID, dashboardKeyPrefix) }
+
 // sessionOnly authenticates a route that takes the session cookie alone. A
 // key or token sent instead is refused with 403, not 401: it may be valid,
 // it just cannot do this.

@@ -166,7 +166,8 @@
   function fillBase() {
     const sel = document.getElementById('n-base');
     const cur = sel.value;
-    const ready = voices.filter((v) => v.status === 'ready');
+    // Own voices first, then the catalog.
+    const ready = voices.filter((v) => v.status === 'ready').sort((a, b) => own(b) - own(a));
     sel.replaceChildren(...ready.map((v) => el('option', { value: v.id, text: v.name + (own(v) ? '' : ' (catalog)') })));
     if (cur) sel.value = cur;
   }
