@@ -246,6 +246,45 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.ok(afterU.daily.at(-1).characters > 0, 'today has characters');
   });
 
+  // The server's word timestamps are being built; until they come, the
+  // page's side is checked with frames of that shape made in the browser
+  // from each sentence_done (its words spread evenly over its audio).
+  await t.test('the playground highlights words from word_timestamps frames', { timeout: 60_000 }, async () => {
+    await page.evaluateOnNewDocument(() => {
+      const Native = window.WebSocket;
+      window.WebSocket = class extends Native {
+        set onmessage(fn) {
+          super.onmessage = (e) => {
+            if (typeof e.data === 'string') {
+              const m = JSON.parse(e.data);
+              if (m.type === 'sentence_done') {
+                const words = m.text.split(/\s+/).filter(Boolean);
+                const d = m.audio_duration_s / words.length;
+                let at = 0;
+                fn(new MessageEvent('message', { data: JSON.stringify({ type: 'word_timestamps', context_id: m.context_id,
+                  sentence_index: m.sentence_index, words: words.map((w, i) => {
+                    const start = m.text.indexOf(w, at); at = start + w.length;
+                    return { word: w, start_s: i * d, end_s: (i + 1) * d, char_start: start, char_end: at };
+                  }) }) }));
+              }
+            }
+            fn(e);
+          };
+        }
+      };
+    });
+    await goto('/dashboard/playground?voice=' + cloned);
+    await page.waitForSelector('#p-voice option');
+    const text = await page.$eval('#p-text', (e) => e.value);
+    await page.click('#play');
+    await page.waitForFunction(() => document.querySelector('#words span.now'), { timeout: 30_000 });
+    await shot('playground-words');
+    await page.waitForFunction(() => window.vsPlayground.done && document.querySelectorAll('#words span').length ===
+      document.querySelectorAll('#words span.spoken').length, { timeout: 30_000 });
+    assert.equal(await page.$$eval('#words span', (s) => s.length), text.split(/\s+/).length, 'one span per word');
+    assert.equal(await page.evaluate(() => window.vsPlayground.words), text.split(/\s+/).length);
+  });
+
   await t.test('usage on the overview grew', async () => {
     await goto('/dashboard/');
     await page.waitForFunction(() => document.getElementById('usage-facts').getAttribute('aria-busy') === 'false');
