@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"voicesvc/control"
 	"voicesvc/dashboard"
 )
@@ -174,7 +176,7 @@ func TestSessionOnAPI(t *testing.T) {
 	// POST /tokens mints a token for the workspace, capped by the session.
 	tok := ts.do("POST", "/tokens", "", map[string]any{"ttl_seconds": 60}, "Cookie", cookie, "Origin", ts.base).data(t, 201)
 	p, err := ts.srv.tokenPrincipal(nil, []byte(tok["token"].(string)), nil)
-	if err != nil || p.WorkspaceID != ts.ws.ID || !p.FromDashboard() || p.Token == nil {
+	if err != nil || p.WorkspaceID != ts.ws.ID || !p.FromDashboard() || p.Token == nil || p.ExpiresAt != 0 {
 		t.Fatalf("token principal %+v %v", p, err)
 	}
 	// Signing out ends the session.
@@ -279,4 +281,23 @@ func TestUsageEndpoint(t *testing.T) {
 	tok := ts.do("POST", "/tokens", ts.key, nil).data(t, 201)["token"].(string)
 	ts.do("GET", "/usage", "", nil, "Authorization", "Bearer "+tok).failure(t, 403, control.EInsufficientScope)
 	ts.do("GET", "/usage", "", nil).failure(t, 401, "")
+}
+
+// TestSessionNeverOnCompat: even a compat route that took the cookie by
+// mistake would find sessionPrincipal refusing it.
+func TestSessionNeverOnCompat(t *testing.T) {
+	ts := newTestServer(t, "")
+	cookie := strings.TrimPrefix(ts.signIn(ts.ws.ID), SessionCookie+"=")
+	for _, tt := range []struct {
+		path string
+		ok   bool
+	}{{APIRoot + "/voices", true}, {APIRoot + "/compat/models", false}, {APIRoot + "/compat/audio/speech", false}} {
+		var ctx fasthttp.RequestCtx
+		ctx.Request.SetRequestURI(tt.path)
+		ctx.Request.Header.SetCookie(SessionCookie, cookie)
+		p, err := ts.srv.sessionPrincipal(&ctx)
+		if (err == nil) != tt.ok || tt.ok && (p.WorkspaceID != ts.ws.ID || !p.Session || !p.Legacy) {
+			t.Errorf("%s: %+v %v", tt.path, p, err)
+		}
+	}
 }

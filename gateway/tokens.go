@@ -220,7 +220,9 @@ func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now in
 // dashboardTokenState resolves a token the dashboard minted with its
 // session: the workspace alone. Its lifetime was capped by the session's,
 // and signing out does not reach it: the dashboard mints tokens of a
-// minute, each good for one socket.
+// minute, each good for one socket. ExpiresAt, the expiry of the key
+// behind a principal, is 0: there is no key, and a socket opened with the
+// token lives on after the token's minute, as with any token.
 func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) (*Principal, error) {
 	ws, err := s.store.GetWorkspace(c, t.WorkspaceID)
 	if control.IsCode(err, control.ENotFound) {
@@ -229,8 +231,7 @@ func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) 
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, ExpiresAt: t.ExpiresAt,
-		Limits: ws.Limits(s.billing)}, nil
+	return &Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
 }
 
 // consumeToken marks p's access token used. It is THE moment a token is
