@@ -98,14 +98,13 @@ var (
 // Missing, malformed, unknown or revoked credentials are a plain 401; an
 // expired key is 401 key_expired; a missing scope 403 insufficient_scope.
 //
-// The dashboard's session cookie counts only when no key or token is sent,
-// and only on routes that take it (rt.session, rt.sessionOnly).
+// The dashboard's session cookie (session.go) counts only when neither a
+// key nor a token is sent, and never on the routes that take bearer keys
+// (compat); the WebSocket authenticates on its own (wsAuthenticate) and
+// does not read it.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, error) {
 	if rt.scope == "" {
 		return &Principal{}, nil
-	}
-	if rt.sessionOnly {
-		return s.sessionOnly(ctx)
 	}
 	var p *Principal
 	var err error
@@ -114,7 +113,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, 
 	} else {
 		cred := bearer(ctx)
 		switch {
-		case len(cred) == 0 && rt.session:
+		case len(cred) == 0 && !rt.bearerKeys:
 			p, err = s.sessionPrincipal(ctx)
 		case len(cred) == 0:
 			return nil, errUnauthorized

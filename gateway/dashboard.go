@@ -34,8 +34,18 @@ var (
 
 func (s *Server) dashboardRoutes(r *router.Router) {
 	page := s.newRoute("GET /dashboard/{page}", "", false)
-	// GET /dashboard (no slash) is redirected by notFound: this router
-	// cannot hold both /dashboard and /dashboard/.
+	// This router cannot hold both /dashboard and /dashboard/: GET
+	// /dashboard (no slash) is redirected on its way to the 404.
+	unmatched, dash := r.NotFound, s.plain(page, func(ctx *fasthttp.RequestCtx) {
+		ctx.Redirect("/dashboard/", fasthttp.StatusFound)
+	})
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		if ctx.IsGet() && string(ctx.Path()) == "/dashboard" {
+			dash(ctx)
+			return
+		}
+		unmatched(ctx)
+	}
 	for _, p := range dashboard.Pages {
 		name, title, script := p.Name, p.Title, p.Script
 		r.GET(p.Path, s.plain(page, func(ctx *fasthttp.RequestCtx) { s.dashboardPage(ctx, name, title, script) }))

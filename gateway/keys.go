@@ -33,11 +33,29 @@ func (s *Server) sessionRoutes(api *router.Group) {
 		{"POST", "/keys", s.createKey},
 		{"DELETE", "/keys/{id}", s.revokeKey},
 	} {
-		rt := s.newRoute(r.method+" "+r.path, scopeAnyKey, true)
-		rt.sessionOnly = true
-		s.handle(api, r.method, r.path, rt, r.h)
+		s.handleSessionOnly(api, r.method, r.path, s.newRoute(r.method+" "+r.path, scopeAnyKey, true), r.h)
 	}
-	s.api(api, "GET", "/usage", scopeAnyKey, s.usage)
+	s.handle(api, "GET", "/usage", s.newRoute("GET /usage", scopeAnyKey, true), s.usage)
+}
+
+// handleSessionOnly is handle (middleware.go) for a route that takes the
+// dashboard session alone (sessionOnly): same request id, CORS, metrics,
+// log line and request-rate admission.
+func (s *Server) handleSessionOnly(g *router.Group, method, path string, rt *route, h handlerFunc) {
+	g.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
+		start := reqStart(ctx)
+		s.begin(ctx, rt)
+		defer s.finish(ctx, rt, start)
+		p, err := s.sessionOnly(ctx)
+		if err == nil {
+			err = s.admitRequest(ctx, p)
+		}
+		if err != nil {
+			s.writeError(ctx, err)
+			return
+		}
+		h(ctx, p)
+	})
 }
 
 // keyJSON is a key as the dashboard shows it; the secret is in Key, and only

@@ -30,11 +30,6 @@ type route struct {
 	// are accepted (the compat endpoint, docs/api.md#compatible-speech).
 	tokens     bool
 	bearerKeys bool
-	// session: the dashboard's session cookie is accepted when no key or
-	// token is sent (every API route but compat and the WebSocket).
-	// sessionOnly: nothing else is (key management, session.go).
-	session     bool
-	sessionOnly bool
 	// cors: answer with CORS headers (API routes, docs/api.md#headers).
 	cors bool
 
@@ -76,16 +71,20 @@ func (s *Server) routes() {
 	s.tokenRoutes(api) // POST /tokens; token auth and consumption (tokens.go)
 	// POST /compat/audio/speech: bearer API keys, third-party errors (compat.go)
 	s.compatRoutes(api)
-	s.wsRoutes(api)      // GET /stream: the realtime WebSocket (ws.go)
-	s.sessionRoutes(api) // keys and usage for the dashboard (session.go)
+	s.wsRoutes(api) // GET /stream: the realtime WebSocket (ws.go)
+
+	// The dashboard: its session's keys and usage (keys.go), its pages
+	// (dashboard.go). Its cookie session is authenticated in auth.go.
+	s.sessionRoutes(api)
+	s.dashboardRoutes(r)
+
 	api.OPTIONS("/{path:*}", s.plain(s.newRoute("OPTIONS preflight", "", true), s.preflight))
 
 	r.GET("/healthz", s.plain(s.newRoute("GET /healthz", "", false), s.healthz))
 	r.GET("/readyz", s.plain(s.newRoute("GET /readyz", "", false), s.readyz))
 	r.GET("/metrics", s.plain(s.newRoute("GET /metrics", "", false), s.metrics.serve))
 	r.GET("/media/{name}", s.plain(s.newRoute("GET /media/{name}", "", true), s.media))
-	s.docsRoutes(r)      // GET /docs/, /openapi.yaml: the documentation (docs.go)
-	s.dashboardRoutes(r) // GET /dashboard/: the web pages (dashboard.go)
+	s.docsRoutes(r) // GET /docs/, /openapi.yaml: the documentation (docs.go)
 }
 
 func (s *Server) newRoute(name, scope string, cors bool) *route {
@@ -98,7 +97,6 @@ func (s *Server) newRoute(name, scope string, cors bool) *route {
 // flags before calling handle.
 func (s *Server) api(g *router.Group, method, path, scope string, h handlerFunc) *route {
 	rt := s.newRoute(method+" "+path, scope, true)
-	rt.session = true
 	s.handle(g, method, path, rt, h)
 	return rt
 }
@@ -254,10 +252,6 @@ func (s *Server) preflight(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) notFound(ctx *fasthttp.RequestCtx) {
-	if string(ctx.Path()) == "/dashboard" && ctx.IsGet() {
-		ctx.Redirect("/dashboard/", fasthttp.StatusFound)
-		return
-	}
 	s.writeError(ctx, errNotFound)
 }
 
