@@ -68,8 +68,8 @@ func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*Principal, error) {
 // scopes of a legacy key. Missing, malformed, unknown or expired: plain 401.
 func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*Principal, error) {
 	if isCompatPath(ctx) {
-		// Compat routes do not take the cookie (rt.session is false on
-		// them); this keeps it so for any compat route added later.
+		// authenticate does not offer the cookie on compat routes (they
+		// take bearer keys); this keeps it so for any added later.
 		return nil, errUnauthorized
 	}
 	sess, err := s.session(ctx)
