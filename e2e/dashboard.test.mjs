@@ -218,6 +218,27 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /saved/.test(document.getElementById('notice').textContent));
     const v = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, cloned);
     assert.equal(v.settings.speed, 1.25);
+    // A remix of the clone, then deleted (the confirm dialog is accepted).
+    await page.type('#n-name', 'Faster me');
+    await page.select('#n-base', cloned);
+    await page.click('#create-form input[name=consent]');
+    await page.click('#create-form button[type=submit]');
+    await page.waitForFunction(() => /created/.test(document.getElementById('notice').textContent));
+    await page.waitForFunction(() => [...document.querySelectorAll('#voice-list li h3')].some((h) => h.textContent === 'Faster me'));
+    await page.click('#voice-list li button[aria-label="Delete Faster me"]');
+    await page.waitForFunction(() => /deleted/.test(document.getElementById('notice').textContent) &&
+      ![...document.querySelectorAll('#voice-list li h3')].some((h) => h.textContent === 'Faster me'));
+    // Errors read as sentences: a clip too short to clone.
+    const short = join(dir, 'short.wav');
+    await run('espeak-ng', ['-v', 'en', '-w', short, 'Too short.']);
+    await page.type('#c-name', 'Too short');
+    await (await page.$('#c-file')).uploadFile(short);
+    await page.click('#c-consent');
+    await page.click('#clone-form button[type=submit]');
+    await page.waitForFunction(() => /Cloning failed/.test(document.getElementById('notice').textContent), { timeout: 60_000 });
+    const msg = await page.$eval('#notice', (e) => e.textContent);
+    assert.doesNotMatch(msg, /[{}]/, 'no JSON in the message: ' + msg);
+    await shot('voices-error');
     // Filters: the catalog alone.
     await page.select('#f-owner', 'catalog');
     assert.equal(await page.$(card), null, 'own voice hidden from the catalog view');

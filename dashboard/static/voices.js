@@ -141,9 +141,13 @@
       st.textContent = 'Uploaded. Waiting for the clone job…';
       await follow(d.job_id, bar, st);
       f.reset();
-      load(true);
-    } catch (e) { fail(e); st.textContent = ''; }
-    finally { button.disabled = false; }
+    } catch (e) {
+      fail(e);
+      if (e.code !== 'job_failed') st.textContent = '';
+    } finally {
+      button.disabled = false;
+      load(true); // a failed clone is listed too, to delete or enroll again
+    }
   });
 
   async function follow(jobID, bar, st) {
