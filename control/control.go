@@ -128,6 +128,7 @@ var AllScopes = []string{ScopeTTS, ScopeVoicesRead, ScopeVoicesWrite, ScopeClone
 type APIKey struct {
 	ID          string
 	WorkspaceID string
+	Name        string // a label for people; "" when none
 	Hash        []byte // sha256 of the full key
 	Scopes      []string
 	Legacy      bool
@@ -304,6 +305,7 @@ func (b Balance) Remaining() int64 {
 type Charge struct {
 	WorkspaceID   string
 	Month         string
+	Day           string // UTC day of the charge ("2006-01-02"): refunds subtract from it
 	FromAllowance int64
 	FromCredits   int64
 }

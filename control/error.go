@@ -44,6 +44,7 @@ const (
 
 	// 403
 	EInsufficientScope = "insufficient_scope"
+	EOriginNotAllowed  = "origin_not_allowed"
 	EVoiceNotAllowed   = "voice_not_allowed"
 
 	// 404, 405, 409, 413, 422

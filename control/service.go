@@ -104,8 +104,10 @@ type BillingService interface {
 	// refused whole (EQuotaExhausted when no credits are set,
 	// EInsufficientCredits otherwise; Limit and Used filled) and nothing is
 	// taken; without enforce it always succeeds. Returns the balance after.
+	// What it takes is also added to the characters of the current UTC day
+	// (Charge.Day), in the same transaction.
 	Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (Charge, Balance, error)
-	// Refund gives back exactly what c took.
+	// Refund gives back exactly what c took, from its month and its day.
 	Refund(ctx context.Context, c Charge) error
 	// Balance reports the month's state.
 	Balance(ctx context.Context, ws, month string, allowance int64) (Balance, error)
@@ -157,6 +159,7 @@ type Store interface {
 	JobService
 	BillingService
 	IdempotencyService
+	DashboardService
 	ChangeFeed
 	// Ping checks that the store answers (GET /readyz).
 	Ping(ctx context.Context) error

@@ -121,7 +121,24 @@ func TestAdminCLI(t *testing.T) {
 		t.Errorf("revoke: %v", r)
 	}
 
+	link := harness.Admin(t, db, "login-link", "--workspace", ws["id"].(string), "--base-url", "https://tts.example.com/")
+	if u, _ := link["url"].(string); !strings.HasPrefix(u, "https://tts.example.com/dashboard/login?token=vsl_") || len(u) != len("https://tts.example.com/dashboard/login?token=")+44 {
+		t.Errorf("login-link url %q", link["url"])
+	}
+	if at, _ := link["expires_at"].(float64); at < float64(time.Now().Add(14*time.Minute).UnixMilli()) ||
+		at > float64(time.Now().Add(16*time.Minute).UnixMilli()) {
+		t.Errorf("login-link expires_at %v, want about 15 minutes from now", link["expires_at"])
+	}
+	short := harness.Admin(t, db, "login-link", "--workspace", ws["id"].(string), "--ttl", "1m")
+	if u, _ := short["url"].(string); !strings.HasPrefix(u, "/dashboard/login?token=vsl_") {
+		t.Errorf("login-link without a base URL: %q, want a path", u)
+	}
+
 	for _, args := range [][]string{
+		{"login-link"}, // no --workspace
+		{"login-link", "--workspace", "000000000000000000000000"},
+		{"login-link", "--workspace", ws["id"].(string), "--ttl", "25h"},
+		{"login-link", "--workspace", ws["id"].(string), "--ttl", "-1m"},
 		{"workspace", "create"},                                     // no --name
 		{"workspace", "create", "--name", "x", "--plan", "gold"},    // unknown plan
 		{"workspace", "update", "--id", "000000000000000000000000"}, // unknown workspace

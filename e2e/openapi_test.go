@@ -195,9 +195,48 @@ func TestOpenAPIConformance(t *testing.T) {
 		t.Error("20 requests at 1 per second were never refused")
 	}
 
+	// The dashboard's session: usage, and keys made and revoked with it.
+	oas.check(t, "usage with a key", oasReq("GET", api+"/usage", nil, keyHdr(ttsOnly)...), true, 200)
+	sess := []string{"Cookie", dashboardCookie(t, srv, e.ws), "Origin", srv.URL}
+	oas.check(t, "usage with the session", oasReq("GET", api+"/usage", nil, sess...), true, 200)
+	oas.check(t, "list keys", oasReq("GET", api+"/keys", nil, sess...), true, 200)
+	r = oas.check(t, "create key", oasJSON("POST", api+"/keys", map[string]any{
+		"name": "docs", "scopes": []string{"tts"}, "expires_in_s": 3600}, sess...), true, 201)
+	made := r.data(t)["id"].(string)
+	oas.check(t, "create key, no scopes", oasJSON("POST", api+"/keys", map[string]any{"scopes": []string{}}, sess...), false, 400)
+	oas.check(t, "create key with a key", oasJSON("POST", api+"/keys", map[string]any{"scopes": []string{"tts"}}, key...), true, 403)
+	oas.check(t, "create key, other origin", oasJSON("POST", api+"/keys", map[string]any{"scopes": []string{"tts"}},
+		sess[0], sess[1], "Origin", "http://elsewhere.example"), true, 403)
+	oas.check(t, "revoke key", oasReq("DELETE", api+"/keys/"+made, nil, sess...), true, 200)
+	oas.check(t, "revoke unknown key", oasReq("DELETE", api+"/keys/"+strings.Repeat("0", 24), nil, sess...), true, 404)
+
 	oas.check(t, "delete voice", oasReq("DELETE", api+"/voices/"+remixID, nil, key...), true, 200)
 	oas.check(t, "delete again", oasReq("DELETE", api+"/voices/"+remixID, nil, key...), true, 404)
 	t.Logf("%d exchanges validated against openapi.yaml", oas.n)
+}
+
+// dashboardCookie signs in to the dashboard of ws with a login link and
+// returns the session cookie as a Cookie header value.
+func dashboardCookie(t *testing.T, srv *harness.Server, ws string) string {
+	t.Helper()
+	link := harness.Admin(t, srv.DB, "login-link", "--workspace", ws)["url"].(string)
+	token := strings.SplitN(link, "token=", 2)[1]
+	req, _ := http.NewRequest("POST", srv.URL+"/dashboard/login", strings.NewReader("token="+token))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", srv.URL)
+	c := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	for _, ck := range res.Cookies() {
+		if ck.Name == "voicesvc_session" {
+			return ck.Name + "=" + ck.Value
+		}
+	}
+	t.Fatalf("sign-in answered %d without a session cookie", res.StatusCode)
+	return ""
 }
 
 // oasSpec is the served openapi.yaml with a router over the server's address.

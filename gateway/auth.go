@@ -26,6 +26,9 @@ type Principal struct {
 	// (`Authorization: Bearer vst_...`): its grant is tts only and
 	// Token.VoiceIDs, when not empty, restricts the voices it may use.
 	Token *control.AccessToken
+	// Session is set when the request authenticated with the dashboard's
+	// session cookie (session.go); KeyID is then "dashboard:" + its id.
+	Session bool
 }
 
 // Scopes is a set of scopes as a bit mask, so that a scope check on the hot
@@ -75,6 +78,9 @@ func (p *Principal) Has(scope string) bool {
 	if p.Token != nil {
 		return scope == control.ScopeTTS
 	}
+	if scope == scopeAnyKey {
+		return true
+	}
 	return p.Legacy || p.Scopes.Has(scope)
 }
 
@@ -91,6 +97,11 @@ var (
 // scope. X-API-Key wins over Authorization (docs/api.md#access-tokens order).
 // Missing, malformed, unknown or revoked credentials are a plain 401; an
 // expired key is 401 key_expired; a missing scope 403 insufficient_scope.
+//
+// The dashboard's session cookie (session.go) counts only when neither a
+// key nor a token is sent, and never on the routes that take bearer keys
+// (compat); the WebSocket authenticates on its own (wsAuthenticate) and
+// does not read it.
 func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, error) {
 	if rt.scope == "" {
 		return &Principal{}, nil
@@ -102,6 +113,8 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, 
 	} else {
 		cred := bearer(ctx)
 		switch {
+		case len(cred) == 0 && !rt.bearerKeys:
+			p, err = s.sessionPrincipal(ctx)
 		case len(cred) == 0:
 			return nil, errUnauthorized
 		case rt.bearerKeys && bytes.HasPrefix(cred, []byte(control.APIKeyPrefix)):

@@ -86,6 +86,12 @@ func (s *Server) routes() {
 	// POST /compat/audio/speech: bearer API keys, third-party errors (compat.go)
 	s.compatRoutes(api)
 	s.wsRoutes(api) // GET /stream: the realtime WebSocket (ws.go)
+
+	// The dashboard: its session's keys and usage (keys.go), its pages
+	// (dashboard.go). Its cookie session is authenticated in auth.go.
+	s.sessionRoutes(api)
+	s.dashboardRoutes(r)
+
 	api.OPTIONS("/{path:*}", s.plain(s.newRoute("OPTIONS preflight", "", true), s.preflight))
 
 	r.GET("/healthz", s.plain(s.newRoute("GET /healthz", "", false), s.healthz))

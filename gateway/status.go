@@ -23,6 +23,7 @@ var statusByCode = map[string]int{
 	control.EQuotaExhausted: 402, control.EInsufficientCredits: 402,
 
 	control.EInsufficientScope: 403, control.EVoiceNotAllowed: 403, control.EFeatureDisabled: 403,
+	control.EOriginNotAllowed: 403,
 
 	control.ENotFound: 404, control.EMethodNotAllowed: 405,
 	control.EVoiceBusy: 409, control.EIdempotencyInProgress: 409,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"strconv"
+	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -83,7 +84,8 @@ func (d *tokenData) appendJSON(b []byte) []byte {
 }
 
 // POST /tokens: mint an access token for the caller's workspace. Only API
-// keys reach this handler (authenticate refuses tokens on this route).
+// keys and dashboard sessions reach this handler (authenticate refuses
+// tokens on this route).
 func (s *Server) createToken(ctx *fasthttp.RequestCtx, p *Principal) {
 	t, d, err := s.newToken(ctx.Request.Body(), p)
 	if err == nil {
@@ -189,6 +191,9 @@ func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (
 // token), and its principal comes from the key cache, which a revocation or
 // plan change resets through the change feed.
 func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now int64) (*Principal, error) {
+	if strings.HasPrefix(t.KeyID, dashboardKeyPrefix) {
+		return s.dashboardTokenState(c, t)
+	}
 	k, err := s.store.GetAPIKey(c, t.KeyID)
 	if control.IsCode(err, control.ENotFound) {
 		return nil, errTokenInvalid
@@ -210,6 +215,23 @@ func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now in
 	}
 	return &Principal{WorkspaceID: kp.WorkspaceID, KeyID: kp.KeyID, Plan: kp.Plan,
 		ExpiresAt: kp.ExpiresAt, Limits: kp.Limits}, nil
+}
+
+// dashboardTokenState resolves a token the dashboard minted with its
+// session: the workspace alone. Its lifetime was capped by the session's,
+// and signing out does not reach it: the dashboard mints tokens of a
+// minute, each good for one socket. ExpiresAt, the expiry of the key
+// behind a principal, is 0: there is no key, and a socket opened with the
+// token lives on after the token's minute, as with any token.
+func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) (*Principal, error) {
+	ws, err := s.store.GetWorkspace(c, t.WorkspaceID)
+	if control.IsCode(err, control.ENotFound) {
+		return nil, errTokenInvalid
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
 }
 
 // consumeToken marks p's access token used. It is THE moment a token is

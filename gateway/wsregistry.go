@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -220,6 +221,12 @@ func (r *wsRegistry) stop() {
 // expired or deleted. A store error counts as usable (the next change or
 // expiry decides), so that a store hiccup does not close every session.
 func (s *Server) keyRevoked(keyID string) bool {
+	if strings.HasPrefix(keyID, dashboardKeyPrefix) {
+		// A token minted by a dashboard session: the session is not an API
+		// key, and signing out ends the page, not its open sockets
+		// (docs/api.md#dashboard-sessions).
+		return false
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	k, err := s.store.GetAPIKey(ctx, keyID)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, from Debian's packages, whatever the whole project needs and the
-# machine lacks: C libraries for cgo, the tools tests use to make audio, and
-# Node.js for the compat end-to-end suite. Idempotent; quiet when all is there.
+# machine lacks: C libraries for cgo, the tools tests use to make audio,
+# Node.js for the compat end-to-end suite and Chromium for the dashboard's
+# browser test. Idempotent; quiet when all is there.
 set -euo pipefail
 
 pkgs=(
@@ -13,6 +14,7 @@ pkgs=(
   libsoxr-dev                                 # resampling
   sox libsox-fmt-all flac                     # test clips in every container
   nodejs npm                                  # e2e suite with the openai SDK
+  chromium                                    # the dashboard's browser test (puppeteer-core)
   curl ca-certificates
 )
 

@@ -38,6 +38,7 @@ type WordClock struct {
 	rate      int
 	text      string        // the request text the events point into
 	spans     []engine.Span // its words
+	sentEnds  []int         // byte offset where each sentence of text ends
 	next      int           // spans before it were sent
 	charBase  int           // code points of the client's text before text
 	timeBase  float64       // seconds of audio before this request's
@@ -58,7 +59,10 @@ func NewWordClock(rate int, text string) *WordClock {
 // point charBase of the client's text and timeBase seconds into the audio.
 func (c *WordClock) Reset(text string, charBase int, timeBase float64) {
 	*c = WordClock{rate: c.rate, text: text, spans: engine.Words(text), charBase: charBase,
-		timeBase: timeBase, words: c.words[:0]}
+		timeBase: timeBase, words: c.words[:0], sentEnds: c.sentEnds[:0]}
+	for _, sp := range engine.Sentences(text) {
+		c.sentEnds = append(c.sentEnds, sp.End)
+	}
 }
 
 // Chunk returns the words whose start is in ch, in order, each once. A
@@ -66,9 +70,17 @@ func (c *WordClock) Reset(text string, charBase int, timeBase float64) {
 // trailing punctuation (engine.Words): an engine event names the word it
 // falls in, so an engine that reports a word in parts ("didn" of
 // "didn't") or twice (espeak-ng speaks "$5" as two words) or reports
-// punctuation still gives each word once. The slice is reused by the next
-// call.
+// punctuation still gives each word once.
+//
+// An engine may also run words together without an event each (espeak-ng
+// says "as it is spoken" with events for "as" and "spoken" only). Words it
+// skipped are placed between the chunk's start (or the last word's start,
+// if later) and the next reported word, by their length; words still
+// unreported when their sentence's last chunk comes are placed up to its
+// end. So every word comes once and before the audio holding its start.
+// The slice is reused by the next call.
 func (c *WordClock) Chunk(ch engine.Chunk) []Word {
+	from := c.timeBase + float64(c.sampleEnd)/float64(c.rate) // this chunk's start
 	c.sampleEnd += len(ch.Samples)
 	c.words = c.words[:0]
 	for _, ev := range ch.Words {
@@ -76,17 +88,53 @@ func (c *WordClock) Chunk(ch engine.Chunk) []Word {
 		if i < 0 {
 			continue
 		}
-		start, end := c.spans[i].Start, c.spans[i].End
 		s := c.timeBase + float64(ev.Sample)/float64(c.rate)
-		if n := len(c.words); n > 0 {
-			c.words[n-1].EndS = max(c.words[n-1].StartS, min(c.words[n-1].EndS, s))
+		c.skipped(i, from, s)
+		c.add(i, s)
+		c.next = i + 1
+	}
+	if ch.Last && ch.Sentence < len(c.sentEnds) {
+		end := c.next
+		for end < len(c.spans) && c.spans[end].Start < c.sentEnds[ch.Sentence] {
+			end++
 		}
-		cs := c.chars(start)
-		ce := cs + utf8.RuneCountInString(c.text[start:end])
-		c.words = append(c.words, Word{Word: c.text[start:end], StartS: s,
-			EndS: c.timeBase + float64(c.sampleEnd)/float64(c.rate), CharStart: cs, CharEnd: ce})
+		c.skipped(end, from, c.timeBase+float64(c.sampleEnd)/float64(c.rate))
+		c.next = end
 	}
 	return c.words
+}
+
+// skipped places the unreported words before word i between from (or the
+// last word's start) and to, by their length in code points.
+func (c *WordClock) skipped(i int, from, to float64) {
+	if i <= c.next {
+		return
+	}
+	if n := len(c.words); n > 0 {
+		from = max(from, c.words[n-1].StartS)
+	}
+	to = max(to, from)
+	total := 0
+	for k := c.next; k < i; k++ {
+		total += utf8.RuneCountInString(c.spans[k].Text) + 1
+	}
+	at := 0
+	for k := c.next; k < i; k++ {
+		c.add(k, from+(to-from)*float64(at)/float64(total))
+		at += utf8.RuneCountInString(c.spans[k].Text) + 1
+	}
+}
+
+// add appends word k starting at s; the previous word ends there.
+func (c *WordClock) add(k int, s float64) {
+	if n := len(c.words); n > 0 {
+		c.words[n-1].EndS = max(c.words[n-1].StartS, min(c.words[n-1].EndS, s))
+	}
+	start, end := c.spans[k].Start, c.spans[k].End
+	cs := c.chars(start)
+	ce := cs + utf8.RuneCountInString(c.text[start:end])
+	c.words = append(c.words, Word{Word: c.text[start:end], StartS: s,
+		EndS: c.timeBase + float64(c.sampleEnd)/float64(c.rate), CharStart: cs, CharEnd: ce})
 }
 
 // find returns the index of the first word not yet sent that the event
@@ -100,7 +148,6 @@ func (c *WordClock) find(ev engine.WordEvent) int {
 			return -1
 		}
 		if sp.End > lo {
-			c.next = i + 1
 			return i
 		}
 	}

@@ -89,11 +89,13 @@ func TestWordClockEspeak(t *testing.T) {
 	for _, tc := range []struct{ lang, text string }{
 		{"en", "Dr. Smith paid $5 for 3 apples, didn't he?"},
 		{"hi", "नमस्ते दुनिया, आप कैसे हैं?"},
+		// espeak-ng runs "it is" together: no event of their own.
+		{"en", "Each word lights up as it is spoken. It is."},
 	} {
 		words, events, total := wordsOf(t, eng, tc.lang, tc.text, nil)
 		checkWords(t, tc.text, words, total)
-		if len(words) < len(engine.Words(tc.text))-2 {
-			t.Fatalf("%q: only %d words: %+v", tc.text, len(words), words)
+		if len(words) != len(engine.Words(tc.text)) {
+			t.Fatalf("%q: %d words, want every one of %d: %+v", tc.text, len(words), len(engine.Words(tc.text)), words)
 		}
 		// Each word starts where the engine's first event in it said.
 		runes := []rune(tc.text)
@@ -108,7 +110,8 @@ func TestWordClockEspeak(t *testing.T) {
 				}
 			}
 			if j == len(events) {
-				t.Fatalf("%q: no engine event for %+v", tc.text, w)
+				j = 0 // a word the engine ran into another: placed between its neighbours
+				continue
 			}
 			if d := abs(w.StartS - float64(events[j].Sample)/float64(eng.NativeRate())); d > 0.010 {
 				t.Fatalf("%q: %q starts %v s from its event", tc.text, w.Word, d)

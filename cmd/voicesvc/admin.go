@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -24,14 +25,19 @@ var adminCommands = map[string]adminCommand{
 	"workspace update": adminWorkspaceUpdate,
 	"key create":       adminKeyCreate,
 	"key revoke":       adminKeyRevoke,
+	"login-link":       adminLoginLink,
 }
 
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) < 2 {
-		fmt.Fprintln(stderr, "usage: voicesvc admin workspace create|update ... | key create|revoke ... [--db URL]")
+	if len(args) < 1 {
+		fmt.Fprintln(stderr, "usage: voicesvc admin workspace create|update ... | key create|revoke ... | login-link ... [--db URL]")
 		return 2
 	}
-	name := args[0] + " " + args[1]
+	// Commands are a noun and a verb, except login-link, which is one word.
+	name, rest := args[0], args[1:]
+	if _, ok := adminCommands[name]; !ok && len(args) >= 2 {
+		name, rest = args[0]+" "+args[1], args[2:]
+	}
 	cmd, ok := adminCommands[name]
 	if !ok {
 		fmt.Fprintf(stderr, "voicesvc admin: unknown command %q\n", name)
@@ -41,7 +47,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "store URL (sqlite://PATH or postgres://...); env VOICESVC_DB")
 	exec := cmd(fs)
-	if err := fs.Parse(args[2:]); err != nil {
+	if err := fs.Parse(rest); err != nil {
 		return 2
 	}
 	store, err := openStore(ctx, dbURL(*db))
@@ -192,6 +198,40 @@ func adminKeyRevoke(fs *flag.FlagSet) func(context.Context, control.Store) (any,
 			return nil, err
 		}
 		return map[string]any{"id": k.ID, "revoked_at": k.RevokedAt}, nil
+	}
+}
+
+// maxLoginLinkTTL bounds --ttl: a sign-in link is meant to be opened soon
+// by the person it was made for, not kept.
+const maxLoginLinkTTL = 24 * time.Hour
+
+// adminLoginLink mints a single-use dashboard sign-in link. Without a base
+// URL the url is a path, to be put after the server's address.
+func adminLoginLink(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	ws := fs.String("workspace", "", "workspace id (required)")
+	ttl := fs.Duration("ttl", control.LoginLinkTTL, "how long the link stays valid (at most 24h)")
+	base := fs.String("base-url", "", "public base URL of the service; env VOICESVC_BASE_URL")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *ws == "" {
+			return nil, errors.New("--workspace is required")
+		}
+		if *ttl <= 0 || *ttl > maxLoginLinkTTL {
+			return nil, errors.New("--ttl must be positive and at most 24h")
+		}
+		baseURL := *base
+		if baseURL == "" {
+			baseURL = os.Getenv("VOICESVC_BASE_URL")
+		}
+		secret, hash := control.NewLoginLinkSecret()
+		expires := time.Now().Add(*ttl)
+		if err := store.CreateLoginLink(ctx, &control.LoginLink{Hash: hash, WorkspaceID: *ws,
+			ExpiresAt: expires.UnixMilli()}); err != nil {
+			return nil, err
+		}
+		return map[string]any{
+			"url":        strings.TrimRight(baseURL, "/") + "/dashboard/login?token=" + secret,
+			"expires_at": expires.UnixMilli(),
+		}, nil
 	}
 }
 

@@ -9,16 +9,18 @@ import (
 	"voicesvc/control"
 )
 
-// Charge takes chars for month from the allowance, then from credits, in
-// one round trip: billing_charge (migration 004) adds a charge the allowance
+// Charge takes chars for month from the allowance, then from credits, and
+// adds them to the day's characters, in one round trip: billing_charge
+// (migration 006, the rule of 004) adds a charge the allowance
 // covers with one conditional upsert under the usage row's lock, and decides
 // any other under the usage row's and then the workspace row's lock, so
 // charges on any server never lose an update nor overdraw.
 func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (control.Charge, control.Balance, error) {
+	day := control.Day(db.now())
 	var found, ok bool
 	var used, credits, fromA, fromC int64
 	err := db.pool.QueryRow(ctx, `SELECT ws_found, ok, coalesce(used_before, 0), coalesce(credits_before, 0),
-		from_allowance, from_credits FROM billing_charge($1, $2, $3, $4, $5)`, ws, month, allowance, chars, enforce).
+		from_allowance, from_credits FROM billing_charge($1, $2, $3, $4, $5, $6)`, ws, month, day, allowance, chars, enforce).
 		Scan(&found, &ok, &used, &credits, &fromA, &fromC)
 	if err != nil {
 		return control.Charge{}, control.Balance{}, fmt.Errorf("postgres: charge: %w", err)
@@ -33,17 +35,24 @@ func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int
 		}
 		return control.Charge{}, control.Balance{}, fmt.Errorf("postgres: charge refused but Go rule admits it")
 	}
-	c := control.Charge{WorkspaceID: ws, Month: month, FromAllowance: fromA, FromCredits: fromC}
+	c := control.Charge{WorkspaceID: ws, Month: month, Day: day, FromAllowance: fromA, FromCredits: fromC}
 	return c, control.Balance{Allowance: allowance, Used: used + fromA, Credits: credits - fromC}, nil
 }
 
-// Refund gives back exactly what c took.
+// Refund gives back exactly what c took, from its month and its day.
 func (db *DB) Refund(ctx context.Context, c control.Charge) error {
 	if c.FromAllowance == 0 && c.FromCredits == 0 {
 		return nil
 	}
 	return db.update(ctx, func(tx pgx.Tx) error {
-		return addUsage(ctx, tx, c.WorkspaceID, c.Month, -c.FromAllowance, -c.FromCredits)
+		if err := addUsage(ctx, tx, c.WorkspaceID, c.Month, -c.FromAllowance, -c.FromCredits); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `SELECT billing_daily_add($1, $2, $3)`, c.WorkspaceID, c.Day, -(c.FromAllowance + c.FromCredits))
+		if err != nil {
+			return fmt.Errorf("postgres: daily usage: %w", err)
+		}
+		return nil
 	})
 }
 

@@ -78,14 +78,14 @@ func scanWorkspace(row pgx.Row) (*control.Workspace, error) {
 	return &w, nil
 }
 
-const keyCols = `id, workspace_id, hash, scopes, legacy, expires_at, revoked_at, created_at`
+const keyCols = `id, workspace_id, name, hash, scopes, legacy, expires_at, revoked_at, created_at`
 
 // CreateAPIKey inserts k and records a change.
 func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
 	k.SetDefaults(db.nowMS())
 	return db.update(ctx, func(tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
-			k.ID, k.WorkspaceID, k.Hash, control.NonNil(k.Scopes), k.Legacy, k.ExpiresAt, k.RevokedAt, k.CreatedAt)
+		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
+			k.ID, k.WorkspaceID, k.Name, k.Hash, control.NonNil(k.Scopes), k.Legacy, k.ExpiresAt, k.RevokedAt, k.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("postgres: insert key: %w", err)
 		}
@@ -136,7 +136,7 @@ func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (*control.A
 
 func scanKey(row pgx.Row) (*control.APIKey, error) {
 	var k control.APIKey
-	if err := row.Scan(&k.ID, &k.WorkspaceID, &k.Hash, &k.Scopes, &k.Legacy, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt); err != nil {
+	if err := row.Scan(&k.ID, &k.WorkspaceID, &k.Name, &k.Hash, &k.Scopes, &k.Legacy, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt); err != nil {
 		return nil, err
 	}
 	return &k, nil

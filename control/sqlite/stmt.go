@@ -14,7 +14,7 @@ import (
 // statement already prepared on the pool's single write connection.
 const (
 	// sqlChargeFast takes a charge that fits in the month's allowance in
-	// one autocommit statement: the conditional upsert adds chars only if
+	// one statement: the conditional upsert adds chars only if
 	// used stays within the allowance, so the check and the write cannot
 	// interleave with another charge (a write statement holds SQLite's
 	// write lock from its first step, waiting for it under busy_timeout like
@@ -30,6 +30,8 @@ const (
 		LEFT JOIN usage u ON u.workspace_id = w.id AND u.month = ? WHERE w.id = ?`
 	sqlUsageAdd = `INSERT INTO usage (workspace_id, month, used) VALUES (?, ?, ?)
 		ON CONFLICT (workspace_id, month) DO UPDATE SET used = used + excluded.used`
+	sqlDailyAdd = `INSERT INTO usage_daily (workspace_id, day, characters) VALUES (?, ?, ?)
+		ON CONFLICT (workspace_id, day) DO UPDATE SET characters = characters + excluded.characters`
 	sqlCreditsTake   = `UPDATE workspaces SET credits = credits - ? WHERE id = ?`
 	sqlWorkspaceByID = `SELECT ` + workspaceCols + ` FROM workspaces WHERE id = ?`
 	sqlKeyByHash     = `SELECT ` + keyCols + ` FROM api_keys WHERE hash = ?`
@@ -46,6 +48,7 @@ const (
 // pool's only connection, which that transaction holds.
 type stmts struct {
 	chargeFast, usageAdd, creditsTake, consumeToken *sql.Stmt // write pool
+	dailyAdd                                        *sql.Stmt // write pool
 	balanceTx                                       *sql.Stmt // write pool
 	balance, workspaceByID, keyByHash, tokenByHash  *sql.Stmt // read pool
 	voiceByID, voiceByAlias                         *sql.Stmt // read pool
@@ -61,6 +64,7 @@ func (db *DB) prepare(ctx context.Context) error {
 	}{
 		{&s.chargeFast, db.write, sqlChargeFast},
 		{&s.usageAdd, db.write, sqlUsageAdd},
+		{&s.dailyAdd, db.write, sqlDailyAdd},
 		{&s.creditsTake, db.write, sqlCreditsTake},
 		{&s.consumeToken, db.write, sqlConsumeToken},
 		{&s.balanceTx, db.write, sqlBalance},

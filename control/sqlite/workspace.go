@@ -91,7 +91,7 @@ func scanWorkspace(s rowScanner) (*control.Workspace, error) {
 	return &w, nil
 }
 
-const keyCols = `id, workspace_id, hash, scopes, legacy, expires_at, revoked_at, created_at`
+const keyCols = `id, workspace_id, name, hash, scopes, legacy, expires_at, revoked_at, created_at`
 
 // CreateAPIKey inserts k and records a change.
 func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
@@ -101,8 +101,8 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
 		return err
 	}
 	return db.update(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES (?,?,?,?,?,?,?,?)`,
-			k.ID, k.WorkspaceID, k.Hash, string(scopes), boolInt(k.Legacy), k.ExpiresAt, k.RevokedAt, k.CreatedAt)
+		_, err := tx.ExecContext(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES (?,?,?,?,?,?,?,?,?)`,
+			k.ID, k.WorkspaceID, k.Name, k.Hash, string(scopes), boolInt(k.Legacy), k.ExpiresAt, k.RevokedAt, k.CreatedAt)
 		if err != nil {
 			return fmt.Errorf("sqlite: insert key: %w", err)
 		}
@@ -155,7 +155,7 @@ func scanKey(s rowScanner) (*control.APIKey, error) {
 	var k control.APIKey
 	var scopes string
 	var legacy int
-	if err := s.Scan(&k.ID, &k.WorkspaceID, &k.Hash, &scopes, &legacy, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt); err != nil {
+	if err := s.Scan(&k.ID, &k.WorkspaceID, &k.Name, &k.Hash, &scopes, &legacy, &k.ExpiresAt, &k.RevokedAt, &k.CreatedAt); err != nil {
 		return nil, err
 	}
 	k.Legacy = legacy != 0

@@ -42,6 +42,11 @@ func Run(t *testing.T, open func(t *testing.T) control.Store) {
 		{"Idempotency", testIdempotency},
 		{"IdempotencyConcurrent", testIdempotencyConcurrent},
 		{"ChangeFeed", testChangeFeed},
+		{"LoginLink", testLoginLink},
+		{"LoginLinkConcurrent", testLoginLinkConcurrent},
+		{"DashboardSession", testDashboardSession},
+		{"ListAPIKeys", testListAPIKeys},
+		{"DailyUsage", testDailyUsage},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })

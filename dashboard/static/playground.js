@@ -1,0 +1,189 @@
+// Playground: speaks through the realtime WebSocket and plays the audio as
+// it arrives (Web Audio API, raw PCM into an AudioWorklet), shows the time
+// to first audio and highlights each word while it is spoken.
+//
+// The socket authenticates with a one-minute access token that this page
+// mints with its session (POST /tokens), offered as the second subprotocol:
+// a browser cannot set headers on a WebSocket, and a token, unlike a key,
+// is fine to hand to a page.
+'use strict';
+(function () {
+  const { api, notice, fail, el, fmtNum } = window.vs;
+  const API = document.body.dataset.api;
+  const $ = (id) => document.getElementById(id);
+  const form = $('play-form');
+  const voiceSel = $('p-voice');
+  const wordsEl = $('words');
+
+  // State of the current playback; exposed for the browser test.
+  const st = window.vsPlayground = { samplesIn: 0, samplesPlayed: 0, ttfaMs: null, chunks: 0, words: 0, done: false };
+  let ws = null, ctx = null, node = null, rate = 24000, format = 'f32le', sentT0 = 0, clickT0 = 0;
+  let sentenceStart = {}; // sentence_index -> seconds into the stream
+  let spans = [];         // {span, si, start, end} in stream seconds once known
+  let timed = new Set();  // sentences with word timestamps
+
+  async function loadVoices() {
+    try {
+      const d = await api('GET', '/voices?status=ready&page_size=100');
+      const ws = document.body.dataset.workspace;
+      const mine = d.voices.filter((v) => v.org_id === ws), cat = d.voices.filter((v) => v.org_id !== ws);
+      const group = (label, vs) => vs.length ? el('optgroup', { label }, ...vs.map((v) =>
+        el('option', { value: v.id, 'data-lang': v.primary_language, text: v.name + ' (' + v.primary_language + ')' }))) : null;
+      voiceSel.replaceChildren(...[group('My voices', mine), group('Catalog', cat)].filter(Boolean));
+      const want = new URLSearchParams(location.search).get('voice');
+      if (want) voiceSel.value = want;
+    } catch (e) { fail(e); }
+  }
+
+  function setState(s) { $('state').textContent = s; }
+
+  function stop(reason) {
+    if (ws && ws.readyState <= 1) { try { ws.send(JSON.stringify({ type: 'session_end' })); } catch (e) { /* */ } ws.close(); }
+    ws = null;
+    if (ctx) { ctx.close(); ctx = null; node = null; }
+    $('play').disabled = false;
+    $('stop').disabled = true;
+    if (reason) setState(reason);
+  }
+
+  function toFloat(buf) {
+    if (format === 's16le') {
+      const s = new Int16Array(buf), f = new Float32Array(s.length);
+      for (let i = 0; i < s.length; i++) f[i] = s[i] / 32768;
+      return f;
+    }
+    return new Float32Array(buf);
+  }
+
+  function onAudio(buf) {
+    const f = toFloat(buf);
+    if (st.ttfaMs === null) {
+      const now = performance.now();
+      st.ttfaMs = Math.round(now - sentT0);
+      // From task_start, what the service adds; from Play, what a person
+      // waits (the token and the handshake included).
+      $('ttfa').textContent = st.ttfaMs + ' ms';
+      $('ttfa-play').textContent = Math.round(now - clickT0) + ' ms';
+      setState('playing');
+    }
+    st.samplesIn += f.length;
+    st.chunks++;
+    $('received').textContent = (st.samplesIn / rate).toFixed(2) + ' s in ' + fmtNum(st.chunks) + ' chunks';
+    node.port.postMessage(f, [f.buffer]);
+  }
+
+  // Word times are seconds from the start of the context's audio; a word's
+  // end_s is where its audio is known to end when it is sent, so a word is
+  // highlighted until the next word of its sentence starts.
+  function addWords(si, words) {
+    timed.add(si);
+    for (const w of words) {
+      const prev = spans[spans.length - 1];
+      if (prev && prev.abs && prev.si === si) prev.end = Math.max(prev.end, w.start_s);
+      const span = el('span', { 'data-sentence': si, text: w.word });
+      wordsEl.append(span, ' ');
+      spans.push({ span, si, start: w.start_s, end: w.end_s, abs: true });
+      st.words++;
+    }
+  }
+
+  function onMessage(m) {
+    switch (m.type) {
+      case 'audio_chunk':
+        if (m.chunk_index === 0 && !(m.sentence_index in sentenceStart)) sentenceStart[m.sentence_index] = st.samplesIn / rate;
+        break;
+      case 'word_timestamps':
+        addWords(m.sentence_index, m.words || []);
+        break;
+      case 'sentence_done': {
+        // The sentence's last word lasts to the sentence's end.
+        const last = spans[spans.length - 1];
+        if (last && last.abs && last.si === m.sentence_index) {
+          last.end = Math.max(last.end, (sentenceStart[m.sentence_index] || 0) + m.audio_duration_s);
+        }
+        // Without word timestamps the sentence itself is highlighted.
+        if (!timed.has(m.sentence_index)) {
+          const span = el('span', { 'data-sentence': m.sentence_index, text: m.text });
+          wordsEl.append(span, ' ');
+          spans.push({ span, si: m.sentence_index, start: 0, end: m.audio_duration_s });
+        }
+        break;
+      }
+      case 'task_done':
+        st.done = true;
+        setState('all audio received');
+        ws.send(JSON.stringify({ type: 'session_end' }));
+        break;
+      case 'task_failed':
+      case 'error':
+        fail(new window.vs.ApiError(humanFrame(m), m.code, 0));
+        if (m.type === 'task_failed' || m.fatal) stop('stopped');
+        break;
+    }
+  }
+
+  function humanFrame(m) {
+    const msgs = { voice_not_found: 'That voice is not ready or does not exist.', text_too_long: 'The text is too long.',
+      upstream_busy: 'The speech engine is busy. Try again in a moment.', invalid_language: 'The voice cannot speak that language.' };
+    return msgs[m.code] || (m.message ? m.message.charAt(0).toUpperCase() + m.message.slice(1) + '.' : 'Speech failed (' + m.code + ').');
+  }
+
+  function highlight() {
+    const t = st.samplesPlayed / rate;
+    for (const w of spans) {
+      const base = w.abs ? 0 : sentenceStart[w.si];
+      if (base === undefined) continue;
+      const now = t >= base + w.start && t < base + w.end;
+      w.span.classList.toggle('now', now);
+      w.span.classList.toggle('spoken', t >= base + w.end);
+    }
+    if (st.done && st.samplesPlayed >= st.samplesIn && ctx) setState('finished');
+  }
+
+  async function play() {
+    stop();
+    notice('');
+    Object.assign(st, { samplesIn: 0, samplesPlayed: 0, ttfaMs: null, chunks: 0, words: 0, done: false });
+    sentenceStart = {}; spans = []; timed = new Set();
+    wordsEl.replaceChildren();
+    $('ttfa').textContent = '–';
+    $('ttfa-play').textContent = '–';
+    clickT0 = performance.now();
+    $('received').textContent = '–';
+    rate = Number($('p-rate').value);
+    format = $('p-format').value;
+    const voice = voiceSel.value;
+    if (!voice) { notice('Choose a voice first.'); return; }
+    const lang = voiceSel.selectedOptions[0].dataset.lang || 'en';
+    const speed = Number($('p-speed').value) || 1;
+    $('play').disabled = true;
+    $('stop').disabled = false;
+    setState('connecting');
+    try {
+      ctx = new AudioContext({ sampleRate: rate });
+      await ctx.audioWorklet.addModule('/dashboard/static/pcm-worklet.js');
+      node = new AudioWorkletNode(ctx, 'pcm-player', { numberOfInputs: 0, outputChannelCount: [1] });
+      node.connect(ctx.destination);
+      node.port.onmessage = (e) => { st.samplesPlayed = e.data.played; highlight(); };
+      await ctx.resume();
+      const tok = await api('POST', '/tokens', { ttl_seconds: 60, voice_ids: [voice] });
+      const url = location.origin.replace(/^http/, 'ws') + API + '/stream';
+      ws = new WebSocket(url, ['service.v1', tok.token]);
+      ws.binaryType = 'arraybuffer';
+      ws.onopen = () => {
+        sentT0 = performance.now();
+        ws.send(JSON.stringify({ type: 'task_start', context_id: 'playground', voice_id: voice, language: lang,
+          text: $('p-text').value, finalize: true, output_format: format, sample_rate: rate,
+          length_scale: Math.min(5, 1 / speed), timestamps: true }));
+        setState('waiting for audio');
+      };
+      ws.onmessage = (e) => { if (typeof e.data === 'string') onMessage(JSON.parse(e.data)); else onAudio(e.data); };
+      ws.onerror = () => { if (st.ttfaMs === null) fail(new window.vs.ApiError('The realtime connection was refused. Check your plan and limits on the overview page.', 'ws', 0)); };
+      ws.onclose = () => { $('play').disabled = false; $('stop').disabled = true; };
+    } catch (e) { fail(e); stop('stopped'); }
+  }
+
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); play(); });
+  $('stop').addEventListener('click', () => stop('stopped'));
+  loadVoices();
+})();

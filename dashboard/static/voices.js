@@ -1,0 +1,195 @@
+// Voices: own and catalog voices with filters, preview, settings, delete;
+// clone by upload with live job progress; remix of a ready voice.
+'use strict';
+(function () {
+  const { api, notice, fail, el } = window.vs;
+  const WS = document.body.dataset.workspace;
+  const list = document.getElementById('voice-list');
+  const more = document.getElementById('more');
+  const player = document.getElementById('preview');
+  let voices = [];
+  let page = 1;
+  let hasMore = false;
+  let editing = null;
+
+  const own = (v) => v.org_id === WS;
+
+  function query(p) {
+    const q = new URLSearchParams({ page: String(p), page_size: '100' });
+    const st = document.getElementById('f-status').value;
+    const lang = document.getElementById('f-lang').value.trim();
+    if (st) q.set('status', st);
+    if (lang) q.set('language', lang);
+    return '/voices?' + q;
+  }
+
+  async function load(reset) {
+    if (reset) { page = 1; voices = []; }
+    try {
+      const d = await api('GET', query(page));
+      voices = voices.concat(d.voices);
+      hasMore = d.has_more;
+      render();
+      fillBase();
+    } catch (e) { fail(e); }
+  }
+
+  function visible() {
+    const text = document.getElementById('f-text').value.trim().toLowerCase();
+    const owner = document.getElementById('f-owner').value;
+    return voices.filter((v) => (!text || v.name.toLowerCase().includes(text) || (v.alias || '').includes(text)) &&
+      (owner === 'all' || (owner === 'own') === own(v)));
+  }
+
+  function card(v) {
+    const label = (v.labels || []).map((l) => l.key + ': ' + l.value).join(', ');
+    const actions = el('div', { class: 'row' });
+    if (v.status === 'ready') {
+      actions.append(el('button', { type: 'button', 'aria-label': 'Preview ' + v.name, onclick: () => preview(v) }, 'Preview'));
+    }
+    if (own(v)) {
+      actions.append(el('button', { type: 'button', 'aria-label': 'Settings of ' + v.name, onclick: () => openSettings(v) }, 'Settings'),
+        el('button', { type: 'button', class: 'danger', 'aria-label': 'Delete ' + v.name, onclick: () => del(v) }, 'Delete'));
+    }
+    return el('li', { 'data-voice-id': v.id },
+      el('h3', { text: v.name }),
+      el('p', { class: 'meta' }, el('span', { class: 'badge ' + v.status, text: v.status }), ' ',
+        (own(v) ? 'yours' : 'catalog') + ' · ' + v.primary_language + (v.alias ? ' · ' + v.alias : '')),
+      label ? el('p', { class: 'meta', text: label }) : null,
+      actions);
+  }
+
+  function render() {
+    const vs = visible();
+    list.replaceChildren(...vs.map(card));
+    document.getElementById('voice-count').textContent = vs.length + (vs.length === 1 ? ' voice' : ' voices') + ' shown.';
+    more.hidden = !hasMore;
+  }
+
+  // preview plays the voice's sample clip when it has one, else speaks a
+  // short line with it (billed like any speech).
+  async function preview(v) {
+    notice('');
+    try {
+      let src = v.sample_audio_url;
+      if (!src) {
+        const res = await fetch(document.body.dataset.api + '/voices/' + v.id + '/speak', {
+          method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
+          body: JSON.stringify({ text: 'Hello, this is ' + v.name + '.', output_format: 'wav', language: v.primary_language }) });
+        if (!res.ok) { let j = null; try { j = await res.json(); } catch (e) { /* */ } throw window.vs.errorFrom(res.status, j); }
+        src = URL.createObjectURL(await res.blob());
+      }
+      player.hidden = false;
+      player.src = src;
+      player.setAttribute('aria-label', 'Preview of ' + v.name);
+      await player.play();
+    } catch (e) { fail(e); }
+  }
+
+  async function del(v) {
+    if (!confirm('Delete the voice "' + v.name + '"? This cannot be undone.')) return;
+    try {
+      await api('DELETE', '/voices/' + v.id);
+      notice('Voice "' + v.name + '" deleted.', 'ok');
+      load(true);
+    } catch (e) { fail(e); }
+  }
+
+  const dialog = document.getElementById('settings');
+  const sform = document.getElementById('settings-form');
+  function openSettings(v) {
+    editing = v;
+    const s = v.settings || {};
+    sform.elements.name.value = v.name;
+    for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? '';
+    dialog.showModal();
+  }
+  document.getElementById('settings-cancel').addEventListener('click', () => dialog.close());
+  sform.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const v = editing;
+    const settings = Object.assign({}, v.settings || {});
+    for (const k of ['speed', 'pitch', 'style', 'volume']) {
+      const raw = sform.elements[k].value;
+      if (raw === '') delete settings[k]; else settings[k] = Number(raw);
+    }
+    try {
+      await api('PATCH', '/voices/' + v.id, { name: sform.elements.name.value, settings });
+      dialog.close();
+      notice('Settings of "' + sform.elements.name.value + '" saved.', 'ok');
+      load(true);
+    } catch (e) { dialog.close(); fail(e); }
+  });
+
+  // Clone: upload, then follow the job until it ends.
+  document.getElementById('clone-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    const fd = new FormData(f);
+    fd.set('consent', f.consent.checked ? 'true' : 'false');
+    const box = document.getElementById('job');
+    const bar = document.getElementById('job-progress');
+    const st = document.getElementById('job-status');
+    const button = f.querySelector('button[type=submit]');
+    button.disabled = true;
+    notice('');
+    try {
+      const d = await api('POST', '/voices/clone', fd);
+      box.hidden = false;
+      bar.value = 0;
+      document.getElementById('job-label').textContent = 'Cloning "' + d.voice.name + '"';
+      st.textContent = 'Uploaded. Waiting for the clone job…';
+      await follow(d.job_id, bar, st);
+      f.reset();
+    } catch (e) {
+      fail(e);
+      if (e.code !== 'job_failed') st.textContent = '';
+    } finally {
+      button.disabled = false;
+      load(true); // a failed clone is listed too, to delete or enroll again
+    }
+  });
+
+  async function follow(jobID, bar, st) {
+    for (let i = 0; i < 600; i++) {
+      const j = await api('GET', '/jobs/' + jobID);
+      bar.value = j.progress || 0;
+      if (j.status === 'succeeded') { bar.value = 100; st.textContent = 'Ready: the voice can speak now.'; return; }
+      if (j.status === 'failed' || j.status === 'cancelled' || j.status === 'expired') {
+        const why = j.error && j.error.message ? j.error.message : j.status;
+        st.textContent = 'Cloning failed: ' + why;
+        throw new window.vs.ApiError('Cloning failed: ' + why + '. Try a longer, clearer recording.', 'job_failed', 0);
+      }
+      st.textContent = (j.status === 'pending' ? 'Queued' : 'Working') + ': ' + (j.progress || 0) + '%';
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    st.textContent = 'Still working; reload the page later to see the voice.';
+  }
+
+  // Remix.
+  function fillBase() {
+    const sel = document.getElementById('n-base');
+    const cur = sel.value;
+    // Own voices first, then the catalog.
+    const ready = voices.filter((v) => v.status === 'ready').sort((a, b) => own(b) - own(a));
+    sel.replaceChildren(...ready.map((v) => el('option', { value: v.id, text: v.name + (own(v) ? '' : ' (catalog)') })));
+    if (cur) sel.value = cur;
+  }
+  document.getElementById('create-form').addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    const f = ev.target;
+    try {
+      const d = await api('POST', '/voices', { name: f.name.value, base_voice_id: f.base_voice_id.value, consent: f.consent.checked,
+        settings: { speed: Number(f.speed.value) } });
+      notice('Voice "' + d.voice.name + '" created.', 'ok');
+      f.reset();
+      load(true);
+    } catch (e) { fail(e); }
+  });
+
+  for (const id of ['f-text', 'f-owner']) document.getElementById(id).addEventListener('input', render);
+  for (const id of ['f-status', 'f-lang']) document.getElementById(id).addEventListener('change', () => load(true));
+  document.getElementById('filters').addEventListener('submit', (ev) => { ev.preventDefault(); load(true); });
+  more.addEventListener('click', () => { page++; load(false); });
+  load(true);
+})();

@@ -1,0 +1,342 @@
+// End-to-end test of the dashboard in a real browser: Debian's chromium,
+// driven by puppeteer-core (nothing downloads a browser), against the real
+// voicesvc binary on a temporary SQLite store. Run by `make test` (target
+// test-e2e):
+//
+//   cd e2e && npm ci && VOICESVC_BIN=/path/to/voicesvc npm test
+//
+// It signs in with a login link, creates a key and uses it with curl, clones
+// a voice from a WAV made now with espeak-ng and waits for it to be ready,
+// plays the playground and checks that audio samples reached the audio
+// graph and that time to first audio is shown, revokes the key and sees it
+// refused, sees usage grow, runs axe-core on every page, checks every page
+// at 375 px, and signs out. Screenshots of every page go to e2e/artifacts/.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn, execFile } from 'node:child_process';
+import { mkdtempSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import puppeteer from 'puppeteer-core';
+
+const run = promisify(execFile);
+const here = dirname(fileURLToPath(import.meta.url));
+const BIN = process.env.VOICESVC_BIN || join(here, '..', 'bin', 'voicesvc');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const ARTIFACTS = join(here, 'artifacts');
+const dir = mkdtempSync(join(tmpdir(), 'voicesvc-dash-'));
+const DB = 'sqlite://' + join(dir, 'x.db');
+const AXE = readFileSync(join(here, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
+const API = '/voice-svc/api/v1/public';
+
+let server, base, browser, page, wsID;
+const problems = []; // console errors, CSP violations, page errors
+
+async function admin(...args) {
+  const { stdout } = await run(BIN, ['admin', ...args, '--db', DB]);
+  return JSON.parse(stdout);
+}
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const child = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--db', DB, '--engine', 'espeak',
+      '--engine-workers', '1', '--media-dir', join(dir, 'media')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    server = child;
+    let buf = '', found = false;
+    const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
+    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
+    child.stderr.setEncoding('utf8');
+    child.stderr.on('data', (d) => {
+      if (found) return;
+      buf += d;
+      const m = buf.match(/voicesvc listening on (http:\/\/\S+)/);
+      if (m) { found = true; clearTimeout(timer); resolve(m[1]); }
+    });
+  });
+}
+
+// curl runs curl and returns the HTTP status and body.
+async function curl(...args) {
+  const { stdout } = await run('curl', ['-s', '-w', '\n%{http_code}', ...args]);
+  const i = stdout.lastIndexOf('\n');
+  return { status: Number(stdout.slice(i + 1)), body: stdout.slice(0, i) };
+}
+
+async function shot(name) {
+  await page.screenshot({ path: join(ARTIFACTS, name + '.png'), fullPage: true });
+}
+
+async function goto(path) {
+  await page.goto(base + path, { waitUntil: 'networkidle0' });
+}
+
+// axe runs axe-core in the page (through DevTools, which the page's CSP
+// does not govern) and fails on serious or critical violations.
+async function axe(label) {
+  await page.evaluate(AXE);
+  const res = await page.evaluate(async () => {
+    const r = await window.axe.run(document, { resultTypes: ['violations'] });
+    return r.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.map((n) => n.target.join(' ')).slice(0, 3) }));
+  });
+  const bad = res.filter((v) => v.impact === 'serious' || v.impact === 'critical');
+  assert.deepEqual(bad, [], `${label}: axe violations ${JSON.stringify(bad)}`);
+}
+
+async function usedChars() {
+  const r = await page.evaluate(async (api) => (await (await fetch(api + '/usage')).json()).data, API);
+  return r;
+}
+
+before(async () => {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  base = await startServer();
+  const ws = await admin('workspace', 'create', '--name', 'Browser test', '--plan', 'pro');
+  wsID = ws.id;
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update',
+      '--disable-sync', '--no-first-run', '--autoplay-policy=no-user-gesture-required'],
+  });
+  page = await browser.newPage();
+  await page.setViewport({ width: 1200, height: 900 });
+  page.on('console', (m) => { if (m.type() === 'error') problems.push('console: ' + m.text()); });
+  page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+  page.on('dialog', (d) => d.accept());
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (server && server.exitCode === null) server.kill('SIGTERM');
+  rmSync(dir, { recursive: true, force: true });
+});
+
+test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
+  let key, keyID, cloned;
+
+  await t.test('signs in with a single-use link', async () => {
+    await goto('/dashboard/');
+    assert.match(page.url(), /\/dashboard\/login$/, 'signed out: sent to sign in');
+    const link = await admin('login-link', '--workspace', wsID, '--ttl', '5m');
+    assert.match(link.url, /^\/dashboard\/login\?token=vsl_/, 'without a base URL the link is a path');
+    assert.ok(link.expires_at > Date.now());
+    await goto(link.url);
+    await shot('login');
+    await axe('login');
+    await Promise.all([page.waitForNavigation({ waitUntil: 'networkidle0' }), page.click('#signin')]);
+    assert.equal(new URL(page.url()).pathname, '/dashboard/');
+    const c = (await page.cookies()).find((c) => c.name === 'voicesvc_session');
+    assert.ok(c && c.httpOnly && c.sameSite === 'Strict', 'HttpOnly, SameSite=Strict cookie: ' + JSON.stringify(c));
+    // The link worked once.
+    const again = await curl('-X', 'POST', '-H', 'Origin: ' + base, '--data-urlencode', 'token=' + link.url.split('token=')[1],
+      base + '/dashboard/login');
+    assert.equal(again.status, 401);
+    assert.match(again.body, /used or has expired/);
+  });
+
+  await t.test('overview shows plan and usage', async () => {
+    await page.waitForFunction(() => document.getElementById('usage-facts').getAttribute('aria-busy') === 'false');
+    const text = await page.$eval('main', (m) => m.innerText);
+    assert.match(text, /pro/);
+    assert.match(text, /Characters per day/);
+    assert.equal(await page.$$eval('#chart rect', (r) => r.length), 30);
+    await shot('overview');
+    await axe('overview');
+  });
+
+  await t.test('the session: same origin only, refused on compat', async () => {
+    const cookie = 'voicesvc_session=' + (await page.cookies()).find((c) => c.name === 'voicesvc_session').value;
+    const noOrigin = await curl('-X', 'POST', '-H', 'Cookie: ' + cookie, '-H', 'Content-Type: application/json',
+      '-d', '{"scopes":["tts"]}', base + API + '/keys');
+    assert.equal(noOrigin.status, 403);
+    assert.match(noOrigin.body, /origin_not_allowed/);
+    const compat = await page.evaluate(async (api) => (await fetch(api + '/compat/audio/speech', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ model: 'tts-1', input: 'hi', voice: 'x' }) })).status, API);
+    assert.equal(compat, 401);
+  });
+
+  await t.test('creates a key, shown once, and it works with curl', async () => {
+    await goto('/dashboard/keys');
+    await page.type('#key-name', 'curl test');
+    await page.click('input[value="clone"]');
+    await page.click('#key-form button[type=submit]');
+    await page.waitForFunction(() => !document.getElementById('new-key').hidden);
+    key = await page.$eval('#new-key-value', (i) => i.value);
+    assert.match(key, /^vsk_[0-9A-Za-z]{40}$/);
+    await page.waitForSelector('#key-rows tr[data-key-id]');
+    keyID = await page.$eval('#key-rows tr[data-key-id]', (r) => r.dataset.keyId);
+    await page.click('#copy-key');
+    await shot('keys-created');
+    await axe('keys');
+    const r = await curl('-H', 'X-API-Key: ' + key, base + API + '/voices?page_size=5');
+    assert.equal(r.status, 200, r.body);
+    const list = await curl('-H', 'X-API-Key: ' + key, base + API + '/keys');
+    assert.equal(list.status, 403, 'keys cannot manage keys');
+  });
+
+  await t.test('clones a voice from a WAV made now', { timeout: 120_000 }, async () => {
+    const wav = join(dir, 'me.wav');
+    await run('espeak-ng', ['-v', 'en', '-p', '45', '-w', wav,
+      'The old lighthouse keeper walked along the shore every morning, counting the boats that came back from the sea. ' +
+      'He remembered the names of all the sailors, and he waved to each of them as they passed. ' +
+      'When the weather turned bad, he lit the lamp early and waited until every boat was safely home.']);
+    const seconds = (statSync(wav).size - 44) / 2 / 22050;
+    assert.ok(seconds >= 8, `the clip is ${seconds.toFixed(1)} s`);
+    await goto('/dashboard/voices');
+    await page.waitForSelector('#voice-list li');
+    await shot('voices');
+    await axe('voices');
+    await page.type('#c-name', 'My browser voice');
+    const input = await page.$('#c-file');
+    await input.uploadFile(wav);
+    await page.click('#c-consent');
+    await page.click('#clone-form button[type=submit]');
+    await page.waitForFunction(() => !document.getElementById('job').hidden);
+    await shot('voices-cloning');
+    await page.waitForFunction(() => /Ready|failed/.test(document.getElementById('job-status').textContent), { timeout: 100_000 });
+    assert.match(await page.$eval('#job-status', (e) => e.textContent), /Ready/);
+    assert.equal(await page.$eval('#job-progress', (e) => e.value), 100);
+    await page.waitForFunction(() => [...document.querySelectorAll('#voice-list li h3')].some((h) => h.textContent === 'My browser voice'));
+    cloned = await page.$$eval('#voice-list li', (lis) => lis.find((li) => li.querySelector('h3').textContent === 'My browser voice').dataset.voiceId);
+    await page.select('#f-owner', 'own');
+    await shot('voices-ready');
+
+    // Preview: the clone's sample clip plays in the page's player.
+    const card = `#voice-list li[data-voice-id="${cloned}"]`;
+    await page.click(`${card} button[aria-label^="Preview"]`);
+    await page.waitForFunction(() => { const a = document.getElementById('preview'); return !a.hidden && a.readyState >= 2; });
+    // Settings: a dialog, saved with PATCH.
+    await page.click(`${card} button[aria-label^="Settings"]`);
+    await page.waitForSelector('#settings[open]');
+    await page.$eval('#s-speed', (i) => { i.value = ''; });
+    await page.type('#s-speed', '1.25');
+    await shot('voices-settings');
+    await page.click('#settings-form button[value=save]');
+    await page.waitForFunction(() => /saved/.test(document.getElementById('notice').textContent));
+    const v = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, cloned);
+    assert.equal(v.settings.speed, 1.25);
+    // A remix of the clone, then deleted (the confirm dialog is accepted).
+    await page.type('#n-name', 'Faster me');
+    await page.select('#n-base', cloned);
+    await page.click('#create-form input[name=consent]');
+    await page.click('#create-form button[type=submit]');
+    await page.waitForFunction(() => /created/.test(document.getElementById('notice').textContent));
+    await page.waitForFunction(() => [...document.querySelectorAll('#voice-list li h3')].some((h) => h.textContent === 'Faster me'));
+    await page.click('#voice-list li button[aria-label="Delete Faster me"]');
+    await page.waitForFunction(() => /deleted/.test(document.getElementById('notice').textContent) &&
+      ![...document.querySelectorAll('#voice-list li h3')].some((h) => h.textContent === 'Faster me'));
+    // Errors read as sentences: a clip too short to clone.
+    const short = join(dir, 'short.wav');
+    await run('espeak-ng', ['-v', 'en', '-w', short, 'Too short.']);
+    await page.type('#c-name', 'Too short');
+    await (await page.$('#c-file')).uploadFile(short);
+    await page.click('#c-consent');
+    await page.click('#clone-form button[type=submit]');
+    await page.waitForFunction(() => /Cloning failed/.test(document.getElementById('notice').textContent), { timeout: 60_000 });
+    const msg = await page.$eval('#notice', (e) => e.textContent);
+    assert.doesNotMatch(msg, /[{}]/, 'no JSON in the message: ' + msg);
+    await shot('voices-error');
+    // Filters: the catalog alone.
+    await page.select('#f-owner', 'catalog');
+    assert.equal(await page.$(card), null, 'own voice hidden from the catalog view');
+    await page.select('#f-owner', 'all');
+  });
+
+  await t.test('the playground plays through the WebSocket', { timeout: 60_000 }, async () => {
+    const before = await usedChars();
+    await goto('/dashboard/playground?voice=' + cloned);
+    await page.waitForSelector('#p-voice option');
+    assert.equal(await page.$eval('#p-voice', (s) => s.value), cloned);
+    await page.click('#play');
+    await page.waitForFunction(() => window.vsPlayground.done && window.vsPlayground.samplesPlayed > 0, { timeout: 50_000 });
+    const st = await page.evaluate(() => window.vsPlayground);
+    assert.ok(st.samplesIn > 24000, `samples received: ${st.samplesIn}`);
+    assert.ok(st.samplesPlayed > 0, 'the AudioWorklet played samples');
+    assert.ok(st.ttfaMs !== null && st.ttfaMs >= 0);
+    assert.match(await page.$eval('#ttfa', (e) => e.textContent), /^\d+ ms$/);
+    assert.ok(await page.$eval('#words', (e) => e.textContent.trim().length > 0), 'the spoken text is shown');
+    // Let some of it play, so that the screenshot shows a highlighted word.
+    await page.waitForFunction(() => window.vsPlayground.samplesPlayed > 20000, { timeout: 20_000 }).catch(() => {});
+    await shot('playground');
+    await axe('playground');
+    const afterU = await usedChars();
+    assert.ok(afterU.used > before.used, `usage grew: ${before.used} -> ${afterU.used}`);
+    assert.ok(afterU.daily.at(-1).characters > 0, 'today has characters');
+  });
+
+  // The server's word_timestamps frames drive the highlighting, a word at a
+  // time.
+  await t.test('the playground highlights words from word_timestamps frames', { timeout: 60_000 }, async () => {
+    await goto('/dashboard/playground?voice=' + cloned);
+    await page.waitForSelector('#p-voice option');
+    const text = await page.$eval('#p-text', (e) => e.value);
+    await page.click('#play');
+    await page.waitForFunction(() => document.querySelector('#words span.now'), { timeout: 30_000 });
+    await shot('playground-words');
+    await page.waitForFunction(() => window.vsPlayground.done && document.querySelectorAll('#words span').length ===
+      document.querySelectorAll('#words span.spoken').length, { timeout: 30_000 });
+    const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
+    assert.equal(await page.$$eval('#words span', (s) => s.length), words, 'one span per word');
+    assert.equal(await page.evaluate(() => window.vsPlayground.words), words);
+  });
+
+  await t.test('usage on the overview grew', async () => {
+    await goto('/dashboard/');
+    await page.waitForFunction(() => document.getElementById('usage-facts').getAttribute('aria-busy') === 'false');
+    const used = await page.$eval('#u-used', (e) => Number(e.textContent.replace(/[^0-9]/g, '')));
+    assert.ok(used > 0, 'used ' + used);
+    assert.ok(await page.$$eval('#chart rect:not(.zero)', (r) => r.length) >= 1, 'a bar for today');
+    await shot('overview-used');
+  });
+
+  await t.test('revokes the key and it is refused', async () => {
+    await goto('/dashboard/keys');
+    await page.waitForSelector(`tr[data-key-id="${keyID}"] button.danger`);
+    await page.click(`tr[data-key-id="${keyID}"] button.danger`);
+    await page.waitForFunction((id) => !document.querySelector(`tr[data-key-id="${id}"] button.danger`), {}, keyID);
+    await shot('keys-revoked');
+    let status = 0;
+    for (let i = 0; i < 20 && status !== 401; i++) { // every server stops taking it within 2 s
+      status = (await curl('-H', 'X-API-Key: ' + key, base + API + '/voices?page_size=1')).status;
+      if (status !== 401) await new Promise((r) => setTimeout(r, 250));
+    }
+    assert.equal(status, 401);
+  });
+
+  await t.test('works at 375 px and from the keyboard', async () => {
+    await page.setViewport({ width: 375, height: 812 });
+    for (const [name, path] of [['overview', '/dashboard/'], ['voices', '/dashboard/voices'],
+      ['playground', '/dashboard/playground'], ['keys', '/dashboard/keys']]) {
+      await goto(path);
+      await shot(name + '-375');
+      const over = await page.evaluate(() => {
+        const wide = [...document.querySelectorAll('body *')].filter((e) => e.getBoundingClientRect().right > window.innerWidth + 1)
+          .slice(0, 3).map((e) => e.tagName + (e.id ? '#' + e.id : '') + '.' + e.className);
+        return { px: document.documentElement.scrollWidth - window.innerWidth, wide };
+      });
+      assert.ok(over.px <= 0, `${name}: ${over.px} px wider than the screen: ${over.wide}`);
+    }
+    await page.keyboard.press('Tab');
+    const skip = await page.evaluate(() => ({ cls: document.activeElement.className,
+      outline: getComputedStyle(document.activeElement).outlineStyle }));
+    assert.equal(skip.cls, 'skip', 'Tab reaches the skip link first');
+    assert.notEqual(skip.outline, 'none', 'focus is visible');
+    await page.setViewport({ width: 1200, height: 900 });
+  });
+
+  await t.test('signs out', async () => {
+    const cookie = 'voicesvc_session=' + (await page.cookies()).find((c) => c.name === 'voicesvc_session').value;
+    await goto('/dashboard/');
+    await Promise.all([page.waitForNavigation(), page.click('.signout button')]);
+    assert.match(page.url(), /\/dashboard\/login$/);
+    const r = await curl('-H', 'Cookie: ' + cookie, base + API + '/usage');
+    assert.equal(r.status, 401);
+  });
+
+  await t.test('no CSP violations or script errors', () => {
+    assert.deepEqual(problems.filter((p) => !/status of 40[13]/.test(p)), []);
+  });
+});

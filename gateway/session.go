@@ -1,0 +1,156 @@
+package gateway
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"voicesvc/control"
+)
+
+// The dashboard's cookie session (docs/api.md#dashboard-sessions). A person
+// signs in with a single-use link (`voicesvc admin login-link`); the server
+// answers with a cookie that holds a session secret, stored only as its
+// SHA-256, valid 12 hours. On the public API the cookie acts like a legacy
+// key of the workspace, with two differences that keep other sites from
+// riding on it:
+//
+//   - a state-changing request (anything but GET and HEAD) must carry an
+//     Origin equal to the service's own, else 403 origin_not_allowed. The
+//     cookie is also SameSite=Strict, so browsers do not send it on
+//     requests from other sites at all; the Origin check is the second lock.
+//   - the compatible endpoint and the WebSocket never read it. The dashboard
+//     opens its WebSocket with an access token it mints with POST /tokens.
+//
+// Key management (GET/POST /keys, DELETE /keys/{id}) takes the session
+// only: an API key cannot make or revoke keys.
+
+// SessionCookie is the name of the dashboard's session cookie.
+const SessionCookie = "voicesvc_session"
+
+// dashboardKeyPrefix marks the KeyID of a session principal, and of the
+// access tokens a session mints (tokenKeyState).
+const dashboardKeyPrefix = "dashboard:"
+
+// scopeAnyKey is the route scope that any key or session of the workspace
+// has (GET /usage); access tokens do not.
+const scopeAnyKey = "*"
+
+var (
+	errSessionOnly = control.Errorf(control.EInsufficientScope,
+		"API keys are managed in the dashboard: this endpoint takes a dashboard session only")
+	errOrigin = control.Errorf(control.EOriginNotAllowed,
+		"a dashboard session works only from the dashboard's own origin")
+	hdrOrigin = []byte("Origin")
+)
+
+// FromDashboard reports whether p acts through the dashboard: its session
+// cookie, or an access token the session minted. Such a principal has no API
+// key behind it (KeyID is "dashboard:" + the session id), so code that
+// watches the creating key for revocation must not look one up for it.
+func (p *Principal) FromDashboard() bool { return strings.HasPrefix(p.KeyID, dashboardKeyPrefix) }
+
+// sessionOnly authenticates a route that takes the session cookie alone. A
+// key or token sent instead is refused with 403, not 401: it may be valid,
+// it just cannot do this.
+func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*Principal, error) {
+	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || len(bearer(ctx)) > 0 {
+		return nil, errSessionOnly
+	}
+	return s.sessionPrincipal(ctx)
+}
+
+// sessionPrincipal resolves the session cookie to a principal with the
+// scopes of a legacy key. Missing, malformed, unknown or expired: plain 401.
+func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*Principal, error) {
+	if isCompatPath(ctx) {
+		// authenticate does not offer the cookie on compat routes (they
+		// take bearer keys); this keeps it so for any added later.
+		return nil, errUnauthorized
+	}
+	sess, err := s.session(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if m := ctx.Method(); !bytes.Equal(m, []byte("GET")) && !bytes.Equal(m, []byte("HEAD")) && !s.sameOrigin(ctx) {
+		return nil, errOrigin
+	}
+	c, cancel := storeCtx()
+	defer cancel()
+	ws, err := s.store.GetWorkspace(c, sess.WorkspaceID)
+	if control.IsCode(err, control.ENotFound) {
+		return nil, errUnauthorized
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Principal{WorkspaceID: ws.ID, KeyID: dashboardKeyPrefix + sess.ID, Legacy: true, Plan: ws.Plan,
+		ExpiresAt: sess.ExpiresAt, Limits: ws.Limits(s.billing), Session: true}, nil
+}
+
+// session finds the live session of the request's cookie.
+func (s *Server) session(ctx *fasthttp.RequestCtx) (*control.DashboardSession, error) {
+	cookie := ctx.Request.Header.Cookie(SessionCookie)
+	if !control.ValidDashboardSessionFormat(b2s(cookie)) {
+		return nil, errUnauthorized
+	}
+	sum := sha256.Sum256(cookie)
+	c, cancel := storeCtx()
+	defer cancel()
+	sess, err := s.store.GetDashboardSession(c, sum[:], control.NowMS())
+	if control.IsCode(err, control.EUnauthorized) {
+		return nil, errUnauthorized
+	}
+	return sess, err
+}
+
+// sameOrigin reports whether the request's Origin is the service's: the
+// origin of the base URL, or the scheme and Host the request came to (a
+// server without a base URL, or reached by another name). A browser sets
+// Origin itself, so a page of another site cannot pass as this one.
+func (s *Server) sameOrigin(ctx *fasthttp.RequestCtx) bool {
+	origin := b2s(ctx.Request.Header.PeekBytes(hdrOrigin))
+	if origin == "" || origin == "null" {
+		return false
+	}
+	if o := baseOrigin(s.baseURL); o != "" && strings.EqualFold(origin, o) {
+		return true
+	}
+	scheme := "http://"
+	if ctx.IsTLS() || strings.HasPrefix(s.baseURL, "https://") {
+		scheme = "https://"
+	}
+	return strings.EqualFold(origin, scheme+string(ctx.Host()))
+}
+
+// baseOrigin is scheme://host[:port] of a base URL; "" when it has none.
+func baseOrigin(base string) string {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return ""
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// setSessionCookie hands the browser its session: HttpOnly (no script reads
+// it), SameSite=Strict (no other site sends it), Secure when the service is
+// served over https, for the session's lifetime.
+func (s *Server) setSessionCookie(ctx *fasthttp.RequestCtx, secret string, expires int64) {
+	var c fasthttp.Cookie
+	c.SetKey(SessionCookie)
+	c.SetValue(secret)
+	c.SetPath("/")
+	c.SetHTTPOnly(true)
+	c.SetSameSite(fasthttp.CookieSameSiteStrictMode)
+	c.SetSecure(strings.HasPrefix(s.baseURL, "https://") || ctx.IsTLS())
+	if expires > 0 {
+		c.SetMaxAge(int(time.Until(time.UnixMilli(expires)).Seconds()))
+	} else {
+		c.SetExpire(fasthttp.CookieExpireDelete)
+	}
+	ctx.Response.Header.SetCookie(&c)
+}
