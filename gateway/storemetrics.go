@@ -53,6 +53,12 @@ const (
 	mBeginIdempotent
 	mFinishIdempotent
 	mAbandonIdempotent
+	mCreateLoginLink
+	mRedeemLoginLink
+	mGetDashboardSession
+	mDeleteDashboardSession
+	mListAPIKeys
+	mDailyUsage
 	storeMethods
 )
 
@@ -87,6 +93,12 @@ var storeMethodNames = [storeMethods]string{
 	"BeginIdempotent",
 	"FinishIdempotent",
 	"AbandonIdempotent",
+	"CreateLoginLink",
+	"RedeemLoginLink",
+	"GetDashboardSession",
+	"DeleteDashboardSession",
+	"ListAPIKeys",
+	"DailyUsage",
 }
 
 func newTimedStore(s control.Store, h *prometheus.HistogramVec) *timedStore {
@@ -309,4 +321,46 @@ func (ts *timedStore) AbandonIdempotent(ctx context.Context, ws, key string) err
 	r0 := ts.s.AbandonIdempotent(ctx, ws, key)
 	ts.done(mAbandonIdempotent, start)
 	return r0
+}
+
+func (ts *timedStore) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
+	start := time.Now()
+	r0 := ts.s.CreateLoginLink(ctx, l)
+	ts.done(mCreateLoginLink, start)
+	return r0
+}
+
+func (ts *timedStore) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) error {
+	start := time.Now()
+	r0 := ts.s.RedeemLoginLink(ctx, hash, now, sess)
+	ts.done(mRedeemLoginLink, start)
+	return r0
+}
+
+func (ts *timedStore) GetDashboardSession(ctx context.Context, hash []byte, now int64) (*control.DashboardSession, error) {
+	start := time.Now()
+	r0, r1 := ts.s.GetDashboardSession(ctx, hash, now)
+	ts.done(mGetDashboardSession, start)
+	return r0, r1
+}
+
+func (ts *timedStore) DeleteDashboardSession(ctx context.Context, hash []byte) error {
+	start := time.Now()
+	r0 := ts.s.DeleteDashboardSession(ctx, hash)
+	ts.done(mDeleteDashboardSession, start)
+	return r0
+}
+
+func (ts *timedStore) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, error) {
+	start := time.Now()
+	r0, r1 := ts.s.ListAPIKeys(ctx, ws)
+	ts.done(mListAPIKeys, start)
+	return r0, r1
+}
+
+func (ts *timedStore) DailyUsage(ctx context.Context, ws, from, to string) ([]control.DailyUsage, error) {
+	start := time.Now()
+	r0, r1 := ts.s.DailyUsage(ctx, ws, from, to)
+	ts.done(mDailyUsage, start)
+	return r0, r1
 }
