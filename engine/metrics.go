@@ -1,6 +1,10 @@
 package engine
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Collector exposes the pool's state and counters as Prometheus series,
 // read from Stats at each scrape: the request path pays nothing for them.
@@ -67,4 +71,25 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	n += s.Wait.Counts[len(WaitBuckets)]
 	ch <- prometheus.MustNewConstHistogram(poolWait, n, s.Wait.Sum.Seconds(), buckets, e)
+}
+
+// WaitBuckets are the upper bounds, in seconds, of PoolStats.Wait: a
+// sentence takes milliseconds, so a wait of a second is a deep queue.
+var WaitBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+
+// WaitHistogram counts waits per bucket of WaitBuckets (Counts[len] is
+// the waits above the last bound) with their total.
+type WaitHistogram struct {
+	Counts [len(WaitBuckets) + 1]uint64
+	Sum    time.Duration
+}
+
+func (h *WaitHistogram) observe(d time.Duration) {
+	s := d.Seconds()
+	i := 0
+	for i < len(WaitBuckets) && s > WaitBuckets[i] {
+		i++
+	}
+	h.Counts[i]++
+	h.Sum += d
 }

@@ -83,27 +83,6 @@ type PoolStats struct {
 	Wait WaitHistogram
 }
 
-// WaitBuckets are the upper bounds, in seconds, of PoolStats.Wait: a
-// sentence takes milliseconds, so a wait of a second is a deep queue.
-var WaitBuckets = [...]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
-
-// WaitHistogram counts waits per bucket of WaitBuckets (Counts[len] is
-// the waits above the last bound) with their total.
-type WaitHistogram struct {
-	Counts [len(WaitBuckets) + 1]uint64
-	Sum    time.Duration
-}
-
-func (h *WaitHistogram) observe(d time.Duration) {
-	s := d.Seconds()
-	i := 0
-	for i < len(WaitBuckets) && s > WaitBuckets[i] {
-		i++
-	}
-	h.Counts[i]++
-	h.Sum += d
-}
-
 // Pool is an Engine that runs requests on workers sentence by sentence,
 // earliest deadline first. A request's deadline is dueSlack before a
 // listener who started playing it on arrival would run out of audio: its
