@@ -202,6 +202,10 @@ type Voice struct {
 	BaseVoiceID     string
 	Alias           string
 	Profile         []byte
+	// Engine names the engine that renders the voice: "" is the built-in
+	// engine, anything else an upstream engine of the server's
+	// configuration. A remix inherits its base voice's engine.
+	Engine          string
 	ConsentAt       int64 // when consent was attested
 	ConsentKeyID    string
 	CreatedAt       int64
