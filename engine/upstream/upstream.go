@@ -228,3 +228,13 @@ func (e *Engine) attemptStale(ctx context.Context, r *replica, body *speechBody,
 	}
 	return emitted, err
 }
+
+// Status is the engine's name, type and each replica's state, for the
+// registry's readiness check.
+func (e *Engine) Status() engine.Status {
+	st := engine.Status{Name: e.cfg.Name, Type: e.cfg.Type}
+	for _, r := range e.Replicas() {
+		st.Replicas = append(st.Replicas, engine.ReplicaStatus{URL: r.URL, State: r.State})
+	}
+	return st
+}
