@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine/upstream"
 )
 
 // serveConfig is every setting of `voicesvc serve`. Each flag falls back to
@@ -28,6 +29,11 @@ type serveConfig struct {
 	MaxConns      int // open connections at once; 0: the open-file limit less a reserve
 	ShutdownGrace time.Duration
 	LogLevel      string
+
+	// ConfigFile is the YAML file read at start (--config); Engines are
+	// the upstream engines it lists, beside the built-in one.
+	ConfigFile string
+	Engines    []upstream.Config
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
@@ -47,11 +53,25 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open connections at once, kept below the open-file limit (0 = that limit less a quarter, at least 256, for the store, media files and engine pipes); env VOICESVC_MAX_CONNS")
 	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long in-flight work may finish on SIGTERM")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// Precedence: flag, then environment, then the file, then the default.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, variable := range serveEnv {
+		if _, ok := os.LookupEnv(variable); ok {
+			set[name] = true
+		}
+	}
 	if err := applyEnv(fs, serveEnv); err != nil {
 		return c, err
+	}
+	if c.ConfigFile != "" {
+		if err := applyConfigFile(c.ConfigFile, fs, set, &c); err != nil {
+			return c, err
+		}
 	}
 	return c, c.validate()
 }
@@ -64,7 +84,7 @@ var serveEnv = map[string]string{
 	"reference-rtf": "VOICESVC_REFERENCE_RTF", "media-dir": "VOICESVC_MEDIA_DIR",
 	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
 	"max-conns": "VOICESVC_MAX_CONNS",
-	"log-level": "VOICESVC_LOG_LEVEL",
+	"log-level": "VOICESVC_LOG_LEVEL", "config": "VOICESVC_CONFIG",
 }
 
 // applyEnv sets every flag not given on the command line from its
