@@ -18,9 +18,11 @@ type named struct {
 	replicas []engine.ReplicaStatus
 }
 
-func (n named) Name() string          { return n.name }
-func (n named) Languages() []string   { return n.langs }
-func (n named) Status() engine.Status { return engine.Status{Name: n.name, Type: "openai", Replicas: n.replicas} }
+func (n named) Name() string        { return n.name }
+func (n named) Languages() []string { return n.langs }
+func (n named) Status() engine.Status {
+	return engine.Status{Name: n.name, Type: "openai", Replicas: n.replicas}
+}
 
 func TestRegistry(t *testing.T) {
 	builtin := reference.New()

@@ -175,8 +175,8 @@ func (c Config) withDefaults() Config {
 
 // Deps are the collaborators of the server. Store is required.
 type Deps struct {
-	Store   control.Store
-	Engine  engine.Engine   // the built-in engine; nil until wired: /readyz answers 503
+	Store  control.Store
+	Engine engine.Engine // the built-in engine; nil until wired: /readyz answers 503
 	// Engines renders each voice with the engine it names (Voice.Engine);
 	// nil: a registry of Engine alone.
 	Engines *engine.Registry
