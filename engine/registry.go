@@ -26,6 +26,10 @@ type Registry struct {
 type ReplicaStatus struct {
 	URL   string // any password hidden
 	State string // "up" or "ejected"
+	// Totals since start: attempts sent, attempts that retried a failure
+	// elsewhere, attempts that failed (any cause but the caller's cancel),
+	// and ejections.
+	Requests, Retries, Failures, Ejections uint64
 }
 
 // Status describes an engine with replicas for the readiness check.

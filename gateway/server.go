@@ -279,6 +279,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err
 	}
+	if s.engines != nil && len(s.engines.Others()) > 0 {
+		if err = s.metrics.reg.Register(newEngineCollector(s.engines)); err != nil {
+			return nil, err
+		}
+	}
 	if s.keys, err = newKeyCache(cfg); err != nil {
 		return nil, err
 	}

@@ -234,7 +234,9 @@ func (e *Engine) attemptStale(ctx context.Context, r *replica, body *speechBody,
 func (e *Engine) Status() engine.Status {
 	st := engine.Status{Name: e.cfg.Name, Type: e.cfg.Type}
 	for _, r := range e.Replicas() {
-		st.Replicas = append(st.Replicas, engine.ReplicaStatus{URL: r.URL, State: r.State})
+		st.Replicas = append(st.Replicas, engine.ReplicaStatus{URL: r.URL, State: r.State,
+			Requests: r.Requests, Retries: r.Retries, Ejections: r.Ejections,
+			Failures: r.ErrorsBusy + r.ErrorsInvalid + r.ErrorsUpstream})
 	}
 	return st
 }
