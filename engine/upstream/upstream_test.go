@@ -209,7 +209,10 @@ func TestStaleConnection(t *testing.T) {
 		t.Errorf("%d samples, want %d", got, want)
 	}
 	st := e.Replicas()[0]
-	if st.StaleRetries != 2 || st.State != "up" || st.ErrorsUpstream != 0 || st.Completed != 3 {
+	// Sequentially, the 2nd and 3rd sentences would each meet one closed
+	// connection; with the next sentence rendered ahead, which connections
+	// are idle when depends on timing.
+	if st.StaleRetries < 1 || st.State != "up" || st.ErrorsUpstream != 0 || st.Completed != 3 {
 		t.Errorf("after stale connections: %+v", st)
 	}
 }
