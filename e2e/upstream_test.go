@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -259,14 +260,15 @@ func TestUpstreamFaults(t *testing.T) {
 }
 
 // TestUpstreamCancel: a client leaving A closes A's request upstream at
-// once. The fake streams 20 ms chunks until its client leaves and notes
-// when it did; the bound asserted is generous (the machine is shared),
-// the time measured is logged.
+// once, not at A's next write to the gone client. The fake streams 20 ms
+// chunks until its client leaves and notes when it did. The median of 5 is
+// asserted under 20 ms (noticed at the next writes it was 40 ms, two
+// chunks); each time is logged.
 func TestUpstreamCancel(t *testing.T) {
 	f := newFakeUpstream(t)
 	p := startUpPair(t, fakeEngines(f, "5s"))
 	url := p.a.API + "/voices/" + voiceByAlias(t, p.a, p.keyA, "fake-stream") + "/speak"
-	var worst time.Duration
+	var gaps []time.Duration
 	for i := 1; i <= 5; i++ {
 		resp, cancel := upOpenStream(t, url, p.keyA, map[string]any{"text": "Stream until I leave.", "output_format": "s16le"})
 		buf := make([]byte, 9600)
@@ -277,10 +279,11 @@ func TestUpstreamCancel(t *testing.T) {
 		cancel()
 		resp.Body.Close()
 		gap := f.waitGone(t, i).Sub(left)
-		worst = max(worst, gap)
+		gaps = append(gaps, gap)
 		t.Logf("cancel %d: upstream request closed %v after the client left", i, gap)
 	}
-	if worst > time.Second {
-		t.Fatalf("the upstream request outlived the client by %v", worst)
+	slices.Sort(gaps)
+	if gaps[2] > 20*time.Millisecond {
+		t.Fatalf("the upstream request outlived the client by %v (median of %v)", gaps[2], gaps)
 	}
 }

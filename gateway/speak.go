@@ -109,6 +109,7 @@ func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admiss
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
 	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
+	st.watchClient(ctx.Conn())
 	ctx.SetBodyStream(st, -1)
 }
 
