@@ -312,3 +312,8 @@ func (e *Engine) Status() engine.Status {
 	}
 	return st
 }
+
+// RendersAhead: a realtime session starts the next sentence's request
+// while the current one streams, so that the gap between sentences is not
+// an upstream round trip.
+func (e *Engine) RendersAhead() bool { return true }
