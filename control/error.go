@@ -19,6 +19,7 @@ const (
 	EInvalidSampleRate   = "invalid_sample_rate"
 	EInvalidNumStep      = "invalid_num_step"
 	EInvalidExpressive   = "invalid_expressiveness"
+	EInvalidSpeed        = "invalid_speed"
 	EInvalidLanguage     = "invalid_language"
 	EInvalidSettings     = "invalid_settings"
 	EFileRequired        = "file_required"

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// StoreMeter is the Meter over a BillingService (decisions.md "Plans"). (Not
+// StoreMeter is the Meter over a BillingService (the plans' billing rules). (Not
 // "BillingMeter": that name is the meter mode constant.) The
 // mode is the workspace's override, else the server's default:
 //
@@ -77,4 +77,29 @@ func (m *StoreMeter) Remaining(ctx context.Context, ws *Workspace) (int64, error
 		return 0, err
 	}
 	return bal.Remaining(), nil
+}
+
+// Check reports, without taking anything, whether ws may start metered
+// work whose size is not known yet (a realtime session): in enforce mode a
+// balance of zero is refused with the error a 1-character charge would get
+// (EQuotaExhausted or EInsufficientCredits, flat-body details filled).
+// Otherwise it returns the balance, or -1 when billing is off. Reading
+// instead of charging and refunding one character means a refused or
+// racing check never moves the counters.
+func (m *StoreMeter) Check(ctx context.Context, ws *Workspace) (int64, error) {
+	l := ws.Limits(m.def)
+	if l.Billing == BillingOff {
+		return -1, nil
+	}
+	bal, err := m.b.Balance(ctx, ws.ID, Month(m.now()), l.MonthlyChars)
+	if err != nil {
+		return 0, err
+	}
+	if left := bal.Remaining(); left > 0 || l.Billing == BillingMeter {
+		return left, nil
+	}
+	if _, _, e := SplitCharge(bal.Allowance, bal.Used, bal.Credits, 1, true); e != nil {
+		return 0, e
+	}
+	return 0, nil
 }

@@ -207,3 +207,55 @@ func BenchmarkMeterLimitsAndBilling(b *testing.B) {
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
 }
+
+// Check reads the balance and never charges: a zero balance in enforce mode
+// is the error a 1-character charge gets, and the counters never move.
+func TestMeterCheck(t *testing.T) {
+	ctx := context.Background()
+	db := openStore(t)
+	zero, ten := int64(0), int64(10)
+	for _, tc := range []struct {
+		name string
+		def  string
+		ws   control.Workspace
+		left int64
+		code string
+	}{
+		{"off", control.BillingOff, control.Workspace{Allowance: &zero}, -1, ""},
+		{"meter never refuses", control.BillingMeter, control.Workspace{Allowance: &zero}, 0, ""},
+		{"allowance left", control.BillingEnforce, control.Workspace{Allowance: &ten}, 10, ""},
+		{"credits left", control.BillingEnforce, control.Workspace{Allowance: &zero, Credits: 5}, 5, ""},
+		{"allowance exhausted", control.BillingEnforce, control.Workspace{Allowance: &zero}, 0, control.EQuotaExhausted},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newTestMeter(db, tc.def)
+			ws := newWorkspace(t, db, &tc.ws)
+			before, _ := db.Balance(ctx, ws.ID, control.Month(pinned), 0)
+			left, err := m.Check(ctx, ws)
+			_, _, want := m.Charge(ctx, ws, 1) // what a real request would get
+			if tc.code != "" {
+				e, w := control.AsError(err), control.AsError(want)
+				if e.Code != tc.code || e.Unit != w.Unit || e.Limit != w.Limit || e.Used != w.Used {
+					t.Fatalf("Check: %+v, a 1-character charge: %+v", e, w)
+				}
+			} else if err != nil || left != tc.left {
+				t.Fatalf("Check: %d %v, want %d", left, err, tc.left)
+			}
+			if want == nil {
+				return // the charge above moved the counters, not Check
+			}
+			if after, _ := db.Balance(ctx, ws.ID, control.Month(pinned), 0); after != before {
+				t.Fatalf("Check moved the balance: %+v -> %+v", before, after)
+			}
+		})
+	}
+	// Credits that run out: insufficient_credits, as a charge would say.
+	ws := newWorkspace(t, db, &control.Workspace{Allowance: &zero, Credits: 3})
+	m := newTestMeter(db, control.BillingEnforce)
+	if _, _, err := m.Charge(ctx, ws, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Check(ctx, ws); control.ErrorCode(err) != control.EQuotaExhausted && control.ErrorCode(err) != control.EInsufficientCredits {
+		t.Fatalf("Check after the credits ran out: %v", err)
+	}
+}

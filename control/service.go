@@ -209,4 +209,7 @@ type Meter interface {
 	Refund(ctx context.Context, c Charge) error
 	// Remaining reports the balance, or -1 when billing is off for ws.
 	Remaining(ctx context.Context, ws *Workspace) (int64, error)
+	// Check is Remaining that, in enforce mode, refuses a zero balance with
+	// the error a 1-character charge would get; it never charges.
+	Check(ctx context.Context, ws *Workspace) (int64, error)
 }

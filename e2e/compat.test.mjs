@@ -6,12 +6,13 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
+import { Stream } from 'openai/streaming';
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -171,6 +172,11 @@ test('streamed response: chunks arrive before the whole text is done', async (t)
     assert.ok(chunks > 1, `${response_format}: ${chunks} chunk(s)`);
     assert.ok(first < total, `${response_format}: first ${first} ms, total ${total} ms`);
     if (response_format === 'mp3') assert.ok(isMP3(body));
+    if (response_format === 'wav') {
+      // Streamed: the length is unknown when the header leaves.
+      assert.equal(body.readUInt32LE(4), 0xffffffff, 'RIFF size');
+      assert.equal(body.readUInt32LE(40), 0xffffffff, 'data size');
+    }
     t.diagnostic(`stream ${response_format}: ${chunks} chunks, ${body.length} bytes, first ${first.toFixed(1)} ms, total ${total.toFixed(1)} ms`);
   }
 });
@@ -214,10 +220,13 @@ test('too long input is refused (400)', async () => {
   });
 });
 
-test('unsupported response_format is refused (400)', async () => {
-  await assert.rejects(speak(bearer(), { model: 'tts-1', voice: alias, response_format: 'flac' }), (err) => {
+test('unsupported response_format is refused (400), the message listing the supported ones', async () => {
+  await assert.rejects(speak(bearer(), { model: 'tts-1', voice: alias, response_format: 'aac' }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
     assert.equal(err.status, 400);
+    assert.equal(err.code, 'invalid_output_format');
     assert.equal(err.param, 'response_format');
+    assert.match(err.message, /mp3, opus, flac, wav, pcm/);
     return true;
   });
 });
@@ -258,4 +267,143 @@ test('429 concurrency_limited with Retry-After while a stream holds the slot', a
   } finally {
     await reader.cancel();
   }
+});
+
+// tool runs an installed command-line tool on bytes written to a file.
+async function tool(bytes, name, cmd, ...args) {
+  const path = join(dir, name);
+  writeFileSync(path, bytes);
+  return run(cmd, [...args, path]);
+}
+
+test('speed is honoured: twice as fast is half as long', async () => {
+  const params = { model: 'tts-1', voice: alias, response_format: 'pcm' };
+  const { body: normal } = await speak(bearer(), params);
+  for (const speed of [0.5, 2]) {
+    const { body } = await speak(bearer(), { ...params, speed });
+    const ratio = normal.length / body.length;
+    assert.ok(ratio > speed * 0.75 && ratio < speed * 1.25, `speed ${speed}: ${body.length} vs ${normal.length} bytes`);
+  }
+  for (const speed of [0.2, 4.5]) {
+    await assert.rejects(speak(bearer(), { ...params, speed }), (err) => {
+      assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+      assert.equal(err.code, 'invalid_speed');
+      assert.equal(err.param, 'speed');
+      return true;
+    });
+  }
+});
+
+test('opus is an Ogg Opus file that opusinfo accepts', async () => {
+  const { res, body } = await speak(bearer(), { model: 'tts-1', voice: alias, response_format: 'opus' });
+  assert.equal(res.headers.get('content-type'), 'audio/ogg');
+  assert.equal(body.subarray(0, 4).toString(), 'OggS');
+  assert.ok(body.subarray(0, 64).includes('OpusHead'), 'OpusHead in the first page');
+  const { stdout } = await tool(body, 'speech.opus', 'opusinfo');
+  assert.match(stdout, /Opus stream/);
+});
+
+test('flac is a FLAC file that flac -t accepts', async () => {
+  const { res, body } = await speak(bearer(), { model: 'tts-1', voice: alias, response_format: 'flac' });
+  assert.equal(res.headers.get('content-type'), 'audio/flac');
+  assert.equal(body.subarray(0, 4).toString(), 'fLaC');
+  await tool(body, 'speech.flac', 'flac', '-t', '-s'); // rejects on a broken file
+});
+
+// sseEvents reads a stream_format "sse" answer with the SDK's own SSE reader.
+async function sseEvents(params) {
+  const res = await bearer().audio.speech.create({ model: 'tts-1', voice: alias, stream_format: 'sse', ...params }).asResponse();
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/event-stream');
+  const events = [];
+  for await (const ev of Stream.fromSSEResponse(res, new AbortController())) events.push(ev);
+  return events;
+}
+
+test('stream_format sse: delta events carry the response_format bytes, then done with the usage', async () => {
+  const input = 'Hello from the compatible endpoint, in events.';
+  const { body: plain } = await speak(bearer(), { model: 'tts-1', voice: alias, input, response_format: 'pcm' });
+  for (const response_format of ['pcm', 'opus', 'flac', 'mp3', 'wav']) {
+    const events = await sseEvents({ input, response_format });
+    const done = events.pop();
+    assert.deepEqual(done, {
+      type: 'speech.audio.done',
+      usage: { input_tokens: input.length, output_tokens: 0, total_tokens: input.length },
+    });
+    assert.ok(events.length >= 2, `${response_format}: ${events.length} deltas`);
+    for (const ev of events) assert.equal(ev.type, 'speech.audio.delta');
+    const audio = Buffer.concat(events.map((ev) => Buffer.from(ev.audio, 'base64')));
+    if (response_format === 'pcm') {
+      // The same audio as the plain answer (espeak is not bit-exact from
+      // one run to the next: compare the length and the level).
+      assert.equal(audio.length, plain.length);
+      assert.ok(Math.abs(rmsS16(audio) - rmsS16(plain)) < 0.1 * rmsS16(plain), 'pcm level');
+    }
+    if (response_format === 'opus') await tool(audio, 'sse.opus', 'opusinfo');
+    if (response_format === 'flac') await tool(audio, 'sse.flac', 'flac', '-t', '-s');
+    if (response_format === 'mp3') assert.ok(isMP3(audio));
+    if (response_format === 'wav') assert.equal(audio.subarray(0, 4).toString(), 'RIFF');
+  }
+  await assert.rejects(speak(bearer(), { model: 'tts-1', voice: alias, stream_format: 'chunks' }), (err) => {
+    assert.ok(err instanceof OpenAI.BadRequestError, String(err));
+    assert.equal(err.code, 'invalid_request');
+    assert.equal(err.param, 'stream_format');
+    return true;
+  });
+});
+
+test('models: client.models.list()', async () => {
+  const models = [];
+  for await (const m of bearer().models.list()) models.push(m);
+  assert.equal(models.length, 1);
+  assert.equal(models[0].id, 'service-v1');
+  assert.equal(models[0].object, 'model');
+  assert.equal(models[0].owned_by, 'voicesvc');
+  assert.ok(Number.isInteger(models[0].created) && models[0].created > 1e9);
+  const viaHeader = [];
+  for await (const m of xapikey().models.list()) viaHeader.push(m.id);
+  assert.deepEqual(viaHeader, ['service-v1']);
+});
+
+test('voices: every usable voice, each one the speech endpoint takes', async () => {
+  for (const client of [bearer(), xapikey()]) {
+    const { voices } = await client.get('/audio/voices');
+    const ids = voices.map((v) => v.id);
+    assert.ok(ids.includes(alias), `alias ${alias} listed`);
+    for (const v of voices) {
+      assert.deepEqual(Object.keys(v).sort(), ['id', 'language', 'name']);
+      assert.equal(typeof v.name, 'string');
+    }
+    const { res } = await speak(client, { model: 'tts-1', voice: ids[ids.length - 1], input: 'Hi.', response_format: 'pcm' });
+    assert.equal(res.status, 200);
+  }
+  const token = (await (await fetch(apiRoot + '/tokens', {
+    method: 'POST', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: '{}',
+  })).json()).data.token;
+  await assert.rejects(bearer(token).get('/audio/voices'), (err) => {
+    assert.ok(err instanceof OpenAI.AuthenticationError, String(err));
+    assert.equal(err.type, 'authentication_error');
+    return true;
+  });
+});
+
+test('CORS: the preflight allows the SDK headers; the audio headers are exposed', async () => {
+  const asked = 'authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,'
+    + 'x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout';
+  const pre = await fetch(apiRoot + '/compat/audio/speech', {
+    method: 'OPTIONS',
+    headers: { Origin: 'https://app.example', 'Access-Control-Request-Method': 'POST', 'Access-Control-Request-Headers': asked },
+  });
+  assert.equal(pre.status, 204);
+  assert.equal(pre.headers.get('access-control-allow-origin'), '*');
+  assert.match(pre.headers.get('access-control-allow-methods') ?? '', /POST/);
+  const allowed = (pre.headers.get('access-control-allow-headers') ?? '').toLowerCase().split(/\s*,\s*/);
+  for (const h of asked.split(',')) assert.ok(allowed.includes(h), `${h} allowed`);
+
+  const { res } = await speak(bearer(), { model: 'tts-1', voice: alias, input: 'Hi.', response_format: 'pcm' });
+  const exposed = (res.headers.get('access-control-expose-headers') ?? '').split(/\s*,\s*/);
+  for (const h of ['X-Sample-Rate', 'X-Audio-Format', 'X-Channels', 'Idempotent-Replayed', 'Deprecation', 'X-Request-Id']) {
+    assert.ok(exposed.includes(h), `${h} exposed`);
+  }
+  assert.equal(res.headers.get('x-sample-rate'), '24000');
 });

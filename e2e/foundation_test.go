@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"bufio"
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -146,6 +149,9 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		{args: []string{"--engine", "neural"}},
 		{env: []string{"VOICESVC_ENGINE_WORKERS=lots"}},
 		{args: []string{"--db", "mysql://x"}},
+		{args: []string{"--log-level", "loud"}},
+		{env: []string{"VOICESVC_LOG_LEVEL=verbose"}},
+		{args: []string{"--log-format", "xml"}},
 	} {
 		cmd := exec.Command(harness.Binary(t), append([]string{"serve", "--addr", "127.0.0.1:0"}, c.args...)...)
 		cmd.Env = append(cmd.Environ(), c.env...)
@@ -165,6 +171,97 @@ func TestServeRejectsBadConfig(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			cmd.Process.Kill()
 			t.Errorf("serve %v %v kept running", c.args, c.env)
+		}
+	}
+}
+
+// TestFlagTableMatchesHelp: every flag `serve --help` lists is in the
+// README's configuration table with the same environment variable and
+// default, and the table lists no flag the binary lacks.
+func TestFlagTableMatchesHelp(t *testing.T) {
+	out, _ := exec.Command(harness.Binary(t), "serve", "--help").CombinedOutput()
+	help := map[string]string{} // flag -> env
+	flagLine := regexp.MustCompile(`^\s+-([a-z-]+)`)
+	envName := regexp.MustCompile(`env (VOICESVC_[A-Z_]+)`)
+	var last string
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := flagLine.FindStringSubmatch(line); m != nil {
+			last = m[1]
+			help[last] = ""
+		}
+		if m := envName.FindStringSubmatch(line); m != nil && last != "" {
+			help[last] = m[1]
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table := map[string]string{}
+	row := regexp.MustCompile("(?m)^\\| `--([a-z-]+)` \\| `(VOICESVC_[A-Z_]+)` \\|")
+	for _, m := range row.FindAllStringSubmatch(string(readme), -1) {
+		table[m[1]] = m[2]
+	}
+	if len(help) < 10 {
+		t.Fatalf("could not read the flags of serve --help:\n%s", out)
+	}
+	for f, env := range help {
+		if env == "" {
+			t.Errorf("--%s: --help names no environment variable", f)
+		}
+		if table[f] != env {
+			t.Errorf("--%s: --help says %q, README's table %q", f, env, table[f])
+		}
+	}
+	for f := range table {
+		if _, ok := help[f]; !ok {
+			t.Errorf("README lists --%s, which serve does not take", f)
+		}
+	}
+}
+
+// TestJSONLogs: with --log-format json every log line is one JSON object.
+func TestJSONLogs(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(harness.Binary(t), "serve", "--addr", "127.0.0.1:0", "--log-format", "json",
+		"--engine", "reference", "--engine-workers", "0", "--db", "sqlite://"+filepath.Join(dir, "v.db"),
+		"--media-dir", filepath.Join(dir, "media"))
+	cmd.Dir = dir
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	lines := make(chan string)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	deadline := time.After(20 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the server exited before logging")
+			}
+			if strings.HasPrefix(line, "voicesvc listening on ") {
+				continue // the one plain line scripts read the address from
+			}
+			var rec map[string]any
+			if err := json.Unmarshal([]byte(line), &rec); err != nil || rec["level"] == nil || rec["msg"] == nil {
+				t.Fatalf("not a JSON log record: %s (%v)", line, err)
+			}
+			if rec["msg"] == "serving" {
+				return
+			}
+		case <-deadline:
+			t.Fatal("no serving line within 20 s")
 		}
 	}
 }

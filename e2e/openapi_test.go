@@ -72,7 +72,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	r = oas.check(t, "clone", oasUpload(api+"/voices/clone",
 		[][2]string{{"consent", "true"}, {"name", "Cloned"}, {"labels", `[{"key":"gender","value":"female"}]`}}, clip, key...), true, 202)
 	cloneJob := r.data(t)["job_id"].(string)
-	oas.check(t, "enroll busy", oasUpload(api+"/voices/"+draft+"/enroll",
+	// A ready voice (the remix) is busy for enrollment whatever the jobs
+	// above do meanwhile: the draft's own job may already have failed,
+	// which would make it enrollable again.
+	oas.check(t, "enroll busy", oasUpload(api+"/voices/"+remixID+"/enroll",
 		[][2]string{{"consent", "true"}}, clip, key...), true, 409)
 	oas.check(t, "enroll no consent", oasUpload(api+"/voices/"+remixID+"/enroll",
 		[][2]string{{"consent", "false"}}, clip, key...), false, 400)
@@ -107,6 +110,16 @@ func TestOpenAPIConformance(t *testing.T) {
 	r = oas.check(t, "stream", oasJSON("POST", api+"/voices/"+e.voice+"/stream", map[string]any{
 		"text": "Hello there.", "output_format": "s16le"}, key...), true, 200)
 	oas.checkSSE(t, r.body)
+	// Telephony: G.711 at 8000 Hz, raw on speak and in SSE chunks; speed.
+	r = oas.check(t, "speak mulaw", oasJSON("POST", speak, map[string]any{
+		"text": "Hello.", "output_format": "mulaw", "sample_rate": 8000, "speed": 1.5}, key...), true, 200)
+	if r.header.Get("X-Audio-Format") != "mulaw" || r.header.Get("X-Sample-Rate") != "8000" || len(r.body) == 0 {
+		t.Errorf("speak mulaw: %v, %d bytes", r.header, len(r.body))
+	}
+	r = oas.check(t, "stream alaw", oasJSON("POST", api+"/voices/"+e.voice+"/stream", map[string]any{
+		"text": "Hello there.", "output_format": "alaw", "sample_rate": 8000}, key...), true, 200)
+	oas.checkSSE(t, r.body)
+	oas.check(t, "400 invalid_speed", oasJSON("POST", speak, map[string]any{"text": "Hi.", "speed": 5}, key...), false, 400)
 
 	// Tokens: mint one, speak with it, then it is spent.
 	r = oas.check(t, "create token", oasJSON("POST", api+"/tokens", map[string]any{
@@ -118,10 +131,21 @@ func TestOpenAPIConformance(t *testing.T) {
 	// Compatible speech, success and its error shape.
 	compat := api + "/compat/audio/speech"
 	bearer := bearerHdr(e.key)
-	for _, f := range []string{"mp3", "wav", "pcm"} {
+	for _, f := range []string{"mp3", "opus", "flac", "wav", "pcm"} {
 		oas.check(t, "compat "+f, oasJSON("POST", compat, map[string]any{
-			"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "response_format": f}, bearer...), true, 200)
+			"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "response_format": f, "speed": 1.25}, bearer...), true, 200)
 	}
+	r = oas.check(t, "compat sse", oasJSON("POST", compat, map[string]any{
+		"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "response_format": "opus", "stream_format": "sse"},
+		bearer...), true, 200)
+	oas.checkCompatSSE(t, r.body)
+	oas.check(t, "compat aac", oasJSON("POST", compat, map[string]any{
+		"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "response_format": "aac"}, bearer...), false, 400)
+	oas.check(t, "compat speed", oasJSON("POST", compat, map[string]any{
+		"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "speed": 8}, bearer...), false, 400)
+	oas.check(t, "compat models", oasReq("GET", api+"/compat/models", nil, bearer...), true, 200)
+	oas.check(t, "compat voices", oasReq("GET", api+"/compat/audio/voices", nil, key...), true, 200)
+	oas.check(t, "compat voices no key", oasReq("GET", api+"/compat/audio/voices", nil), true, 401)
 	oas.check(t, "compat unknown voice", oasJSON("POST", compat, map[string]any{
 		"model": "service-v1", "voice": "nobody", "input": "Hello."}, bearer...), true, 404)
 	oas.check(t, "compat no key", oasJSON("POST", compat, map[string]any{
@@ -295,6 +319,38 @@ func (s *oasSpec) checkSSE(t *testing.T, body []byte) {
 	}
 	if len(names) < 3 || names[0] != "start" || names[len(names)-1] != "done" {
 		t.Errorf("SSE events %v: want start, chunk..., done", names)
+	}
+}
+
+// checkCompatSSE validates the compatible endpoint's events (data lines
+// only): deltas, then one done.
+func (s *oasSpec) checkCompatSSE(t *testing.T, body []byte) {
+	t.Helper()
+	var names []string
+	for _, line := range strings.Split(string(body), "\n") {
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			if line != "" {
+				t.Fatalf("compat SSE: unexpected line %.80q", line)
+			}
+			continue
+		}
+		var v map[string]any
+		if err := json.Unmarshal([]byte(data), &v); err != nil {
+			t.Fatalf("compat SSE data is not JSON: %v", err)
+		}
+		name := map[any]string{"speech.audio.delta": "CompatSSEDelta", "speech.audio.done": "CompatSSEDone"}[v["type"]]
+		ref := s.doc.Components.Schemas[name]
+		if ref == nil {
+			t.Fatalf("compat SSE event %v has no schema in openapi.yaml", v["type"])
+		}
+		if err := ref.Value.VisitJSON(map[string]any(v), openapi3.EnableJSONSchema2020()); err != nil {
+			t.Errorf("compat SSE event does not match %s: %v", name, err)
+		}
+		names = append(names, name)
+	}
+	if len(names) < 2 || names[len(names)-1] != "CompatSSEDone" {
+		t.Errorf("compat SSE events %v: want deltas, then done", names)
 	}
 }
 

@@ -22,12 +22,16 @@ import (
 // the base URL {api_root}/compat works unchanged.
 //
 //	{"model": "service-v1", "voice": "<alias or id>", "input": "...",
-//	 "response_format": "mp3" | "wav" | "pcm", "language": "en"}
+//	 "response_format": "mp3" | "opus" | "flac" | "wav" | "pcm",
+//	 "speed": 0.25-4, "stream_format": "audio" | "sse", "language": "en"}
 //
-// model is required and any value routes to the one model; speed,
-// instructions, stream_format and unknown fields are ignored. Auth is an API
-// key as `Authorization: Bearer` or X-API-Key (scope tts); access tokens and
-// anything else are 401 (auth.go, route flag bearerKeys).
+// model is required and any value routes to the one model; instructions and
+// unknown fields are ignored. opus is an Ogg Opus file (audio/ogg), not the
+// WebSocket's bare packets. stream_format "sse" wraps the same bytes in
+// speech.audio.delta events (compat_sse.go). Auth is an API key as
+// `Authorization: Bearer` or X-API-Key (scope tts); access tokens and
+// anything else are 401 (auth.go, route flag bearerKeys). GET /compat/models
+// and /compat/audio/voices (compat_list.go) take the same credentials.
 //
 // The order is speak's: rps (route wrapper) -> body -> voice -> Prepare ->
 // admit (slot, charge; no feature refusal: without the plan's streaming
@@ -44,6 +48,8 @@ var (
 	compatPrefix    = []byte(APIRoot + "/compat/")
 	contentTypeMPEG = []byte("audio/mpeg")
 	contentTypePCM  = []byte("audio/pcm")
+	contentTypeOgg  = []byte("audio/ogg")
+	contentTypeFLAC = []byte("audio/flac")
 	valS16LE        = []byte(codec.S16LE)
 )
 
@@ -56,6 +62,7 @@ func (s *Server) compatRoutes(g *router.Group) {
 	rt := s.newRoute("POST "+compatPath, control.ScopeTTS, true)
 	rt.bearerKeys = true
 	s.handle(g, "POST", compatPath, rt, s.compatSpeech)
+	s.compatListRoutes(g)
 }
 
 // isCompatPath: responses under {api_root}/compat/ use the third-party
@@ -68,6 +75,7 @@ func isCompatPath(ctx *fasthttp.RequestCtx) bool {
 type compatRequest struct {
 	voice string // alias or id
 	opts  synth.Options
+	sse   bool // stream_format "sse"
 }
 
 // POST /compat/audio/speech
@@ -96,11 +104,16 @@ func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *Principal) {
 	}
 	// Without the plan's streaming feature the whole clip comes in one
 	// response (docs/api.md#compatible-speech).
+	if in.sse {
+		s.compatSSE(ctx, job, a, !p.Limits.Streaming)
+		return
+	}
 	s.respondAudio(ctx, job, a, "compat", !p.Limits.Streaming, setCompatAudioHeaders)
 }
 
-// setCompatAudioHeaders: audio/mpeg, audio/wav, or audio/pcm with the
-// rate, format and channel headers of speak's raw formats.
+// setCompatAudioHeaders: audio/mpeg, audio/ogg, audio/flac, audio/wav, or
+// audio/pcm with the rate, format and channel headers of speak's raw
+// formats.
 func setCompatAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 	h := &ctx.Response.Header
 	switch p.Format() {
@@ -108,6 +121,10 @@ func setCompatAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 		h.SetContentTypeBytes(contentTypeMPEG)
 	case codec.WAV:
 		h.SetContentTypeBytes(contentTypeWAV)
+	case codec.OggOpus:
+		h.SetContentTypeBytes(contentTypeOgg)
+	case codec.FLAC:
+		h.SetContentTypeBytes(contentTypeFLAC)
 	default:
 		h.SetContentTypeBytes(contentTypePCM)
 		var buf [8]byte
@@ -126,8 +143,8 @@ func (s *Server) compatFail(ctx *fasthttp.RequestCtx, param string, err error) {
 }
 
 // parseCompat validates a compat body. Fields are checked in a fixed order
-// (model, input, voice, response_format, language) so that one body always
-// answers one error; param names the field at fault.
+// (model, input, voice, response_format, speed, stream_format, language) so
+// that one body always answers one error; param names the field at fault.
 func parseCompat(body []byte) (compatRequest, string, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(body, &m); err != nil || m == nil {
@@ -165,19 +182,31 @@ func parseCompat(body []byte) (compatRequest, string, error) {
 	o := synth.Options{Text: text, Format: codec.MP3, SampleRate: synth.DefaultSampleRate, NumStep: synth.DefaultNumStep}
 	rf, present, ok := jsonString(m["response_format"])
 	if present || !ok {
-		switch rf {
-		case "mp3":
-		case "wav":
-			o.Format = codec.WAV
-		case "pcm":
-			o.Format = codec.S16LE
-		default:
-			return in, "response_format", control.Errorf(control.EInvalidOutputFormat, "response_format must be one of mp3, wav, pcm")
+		f, known := compatFormats[rf]
+		if !known {
+			return in, "response_format", control.Errorf(control.EInvalidOutputFormat,
+				"response_format must be one of mp3, opus, flac, wav, pcm")
 		}
+		o.Format = f
 	}
 	if o.Format == codec.MP3 && !codec.MP3Available {
 		return in, "response_format", control.Errorf(control.EUnsupportedFormat,
-			"this deployment has no MP3 encoder; ask for response_format \"wav\" or \"pcm\"")
+			"this deployment has no MP3 encoder; ask for response_format \"opus\", \"flac\", \"wav\" or \"pcm\"")
+	}
+
+	if v := m["speed"]; len(v) > 0 && string(v) != "null" {
+		sp, err := strconv.ParseFloat(string(v), 64)
+		if v[0] == '"' || err != nil || sp < synth.MinSpeed || sp > synth.MaxSpeed {
+			return in, "speed", control.Errorf(control.EInvalidSpeed, "speed must be a number from %g to %g", synth.MinSpeed, synth.MaxSpeed)
+		}
+		o.Speed = &sp
+	}
+
+	switch sf, present, ok := jsonString(m["stream_format"]); {
+	case !ok || present && sf != "audio" && sf != "sse":
+		return in, "stream_format", control.Errorf(control.EInvalidRequest, "stream_format must be \"audio\" or \"sse\"")
+	case sf == "sse":
+		in.sse = true
 	}
 
 	lang, present, ok := jsonString(m["language"])
@@ -187,6 +216,13 @@ func parseCompat(body []byte) (compatRequest, string, error) {
 	o.Language = lang
 	in.voice, in.opts = voice, o
 	return in, "", nil
+}
+
+// compatFormats maps response_format names to pipeline formats. "opus" is
+// an Ogg Opus file here (what the third-party clients expect), not the
+// WebSocket's bare 20 ms packets; "pcm" is s16le at 24000 Hz.
+var compatFormats = map[string]codec.Format{
+	"mp3": codec.MP3, "opus": codec.OggOpus, "flac": codec.FLAC, "wav": codec.WAV, "pcm": codec.S16LE,
 }
 
 func wellFormed(tag string) bool {
@@ -313,6 +349,8 @@ func compatParam(ctx *fasthttp.RequestCtx, code string) string {
 		return "input"
 	case control.EInvalidOutputFormat, control.EUnsupportedFormat:
 		return "response_format"
+	case control.EInvalidSpeed:
+		return "speed"
 	case control.EInvalidLanguage:
 		return "language"
 	case control.EVoiceNotReady, control.EVoiceNotAllowed:

@@ -11,7 +11,7 @@ import (
 
 // TestCompatNoMP3: a build without the MP3 encoder answers mp3, the default
 // included, with 400 unsupported_response_format asking for wav or pcm,
-// before any slot or charge; wav and pcm still work.
+// before any slot or charge; wav, pcm, opus and flac still work.
 func TestCompatNoMP3(t *testing.T) {
 	if codec.MP3Available {
 		t.Fatal("built with MP3")
@@ -31,7 +31,7 @@ func TestCompatNoMP3(t *testing.T) {
 			t.Errorf("refused request metered: %v", resp.Header)
 		}
 	}
-	for _, format := range []string{"wav", "pcm"} {
+	for _, format := range []string{"wav", "pcm", "opus", "flac"} {
 		resp, b := ss.compatDo(map[string]any{"model": "tts-1", "voice": ss.voice, "input": "Hi.",
 			"response_format": format}, bearerHdr(ss.key)...)
 		if resp.StatusCode != 200 || len(b) == 0 {

@@ -206,7 +206,15 @@ func TestCompatErrors(t *testing.T) {
 		{name: "no model", body: with("model", nil), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "model"},
 		{name: "model type", body: with("model", 3), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "model"},
 		{name: "no voice", body: with("voice", nil), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "voice"},
-		{name: "format", body: with("response_format", "opus"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_output_format", param: "response_format"},
+		{name: "format", body: with("response_format", "aac"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_output_format", param: "response_format", messageContains: "mp3, opus, flac, wav, pcm"},
+		{name: "format case", body: with("response_format", "OPUS"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_output_format", param: "response_format"},
+		{name: "speed high", body: with("speed", 4.5), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_speed", param: "speed", messageContains: "0.25 to 4"},
+		{name: "speed low", body: with("speed", 0.2), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_speed", param: "speed"},
+		{name: "speed string", body: with("speed", "1.0"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_speed", param: "speed"},
+		{name: "speed bool", body: with("speed", true), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_speed", param: "speed"},
+		{name: "stream_format", body: with("stream_format", "chunks"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "stream_format", messageContains: `"sse"`},
+		{name: "stream_format empty", body: with("stream_format", ""), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "stream_format"},
+		{name: "stream_format type", body: with("stream_format", 1), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_request", param: "stream_format"},
 		{name: "language", body: with("language", "xx"), hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_language", param: "language"},
 		{name: "json", body: "[1]", hdr: auth, status: 400, typ: "invalid_request_error", code: "invalid_json"},
 		{name: "too large", body: `{"input":"` + strings.Repeat("a", 300<<10) + `"}`, hdr: auth, status: 413, typ: "invalid_request_error", code: "payload_too_large"},
@@ -250,7 +258,7 @@ func TestCompatErrors(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("ok body: %d %s", resp.StatusCode, b)
 	}
-	req, _ := http.NewRequest("GET", ss.base+APIRoot+"/compat/models", nil)
+	req, _ := http.NewRequest("GET", ss.base+APIRoot+"/compat/nothing", nil)
 	r, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

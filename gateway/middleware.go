@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -131,10 +132,11 @@ var (
 	hdrACAH          = []byte("Access-Control-Allow-Headers")
 	hdrACMA          = []byte("Access-Control-Max-Age")
 	valAnyOrigin     = []byte("*")
-	valExposeHeaders = []byte("RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, X-Billing-Remaining")
-	valAllowMethods  = []byte("GET, POST, PATCH, DELETE, OPTIONS")
-	valAllowHeaders  = []byte("X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id")
-	valMaxAge        = []byte("600")
+	valExposeHeaders = []byte("RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, X-Billing-Remaining, " +
+		"X-Sample-Rate, X-Audio-Format, X-Channels, Idempotent-Replayed, Deprecation")
+	valAllowMethods = []byte("GET, POST, PATCH, DELETE, OPTIONS")
+	valAllowHeaders = []byte("X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id")
+	valMaxAge       = []byte("600")
 )
 
 // begin stamps the request id and, on API routes, the CORS headers before
@@ -236,13 +238,53 @@ func newRequestID(buf *[28]byte) []byte {
 	return buf[:]
 }
 
-// preflight answers CORS preflight requests for any API path.
+// preflight answers CORS preflight requests for any API path. It allows
+// every request header the browser asks for: SDKs add their own (the
+// widely used third-party client sends x-stainless-*), and credentials
+// travel in headers the server checks anyway, so a header list gains
+// nothing. A request list that is not a plain header-name list gets the
+// fixed one.
 func (s *Server) preflight(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
 	h.SetCanonical(hdrACAM, valAllowMethods)
-	h.SetCanonical(hdrACAH, valAllowHeaders)
+	if asked := ctx.Request.Header.PeekBytes(hdrACRH); headerNameList(asked) {
+		h.SetCanonical(hdrACAH, asked)
+	} else {
+		h.SetCanonical(hdrACAH, valAllowHeaders)
+	}
+	h.SetCanonical(hdrVary, valVaryPreflight)
 	h.SetCanonical(hdrACMA, valMaxAge)
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+var (
+	hdrACRH          = []byte("Access-Control-Request-Headers")
+	hdrVary          = []byte("Vary")
+	valVaryPreflight = []byte("Access-Control-Request-Headers")
+)
+
+// maxACRH bounds the echoed list: browsers send a few hundred bytes.
+const maxACRH = 4096
+
+// tchars are the punctuation a header name (an RFC 9110 token) may hold.
+const tchars = "!#$%&'*+-.^_`|~"
+
+// headerNameList: a non-empty, bounded list of header names (RFC 9110
+// tokens) separated by commas and spaces, safe to echo.
+func headerNameList(b []byte) bool {
+	if len(b) == 0 || len(b) > maxACRH {
+		return false
+	}
+	for _, c := range b {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == ',' || c == ' ' || c == '\t':
+		case strings.IndexByte(tchars, c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 func (s *Server) notFound(ctx *fasthttp.RequestCtx) {

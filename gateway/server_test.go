@@ -63,10 +63,32 @@ func TestCORS(t *testing.T) {
 	for h, want := range map[string]string{
 		"Access-Control-Allow-Origin":  "*",
 		"Access-Control-Allow-Methods": "POST",
-		"Access-Control-Allow-Headers": "X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id",
+		"Access-Control-Allow-Headers": "x-api-key, content-type",
 	} {
 		if !strings.Contains(r.header.Get(h), want) {
 			t.Errorf("%s = %q", h, r.header.Get(h))
+		}
+	}
+	// Whatever header names the browser asks for are allowed (SDKs send
+	// their own, x-stainless-*); no list, or one that is not header names,
+	// gets the fixed list.
+	fixed := "X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id"
+	stainless := "authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os," +
+		"x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,x-stainless-runtime-version,x-stainless-timeout"
+	for _, tc := range []struct{ asked, want string }{
+		{stainless, stainless},
+		{"", fixed},
+		{"x-a, x-b;evil=1", fixed},
+		{"x-a:b", fixed},
+		{strings.Repeat("x-long,", 700), fixed},
+	} {
+		hdr := []string{"Origin", "https://app.example", "Access-Control-Request-Method", "POST"}
+		if tc.asked != "" {
+			hdr = append(hdr, "Access-Control-Request-Headers", tc.asked)
+		}
+		r := ts.do("OPTIONS", "/compat/audio/speech", "", nil, hdr...)
+		if got := r.header.Get("Access-Control-Allow-Headers"); r.status != 204 || got != tc.want {
+			t.Errorf("asked %.40q: %d, allowed %q", tc.asked, r.status, got)
 		}
 	}
 	// Every API response carries CORS, errors included.
@@ -77,7 +99,9 @@ func TestCORS(t *testing.T) {
 	} {
 		if r.header.Get("Access-Control-Allow-Origin") != "*" ||
 			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "X-Request-Id") ||
-			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "RateLimit-Policy") {
+			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"), "RateLimit-Policy") ||
+			!strings.Contains(r.header.Get("Access-Control-Expose-Headers"),
+				"X-Sample-Rate, X-Audio-Format, X-Channels, Idempotent-Replayed, Deprecation") {
 			t.Errorf("%d: CORS headers missing: %v", r.status, r.header)
 		}
 	}

@@ -114,7 +114,7 @@ func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admiss
 }
 
 // bufferedAudio synthesizes into the response body, then fixes the WAV
-// header's sizes.
+// header's sizes and calls setHeaders.
 func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
 	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	// Cancelled like a stream when a shutdown's grace ends (drain.go).
@@ -133,12 +133,12 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 		s.synthFailed(ctx, err)
 		return
 	}
-	setHeaders(ctx, job.pipe)
 	if job.opts.Format == codec.WAV {
 		if body := ctx.Response.Body(); len(body) >= 44 {
 			codec.AppendWAVHeader(body[:0], job.pipe.Rate(), 16, false, len(body)-44)
 		}
 	}
+	setHeaders(ctx, job.pipe) // last: it may rewrap the finished body (compat SSE)
 }
 
 // synthFailed answers a synthesis that failed before any audio: it was

@@ -16,7 +16,7 @@ import (
 func TestSpeakFormatsAndRates(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{})
 	path := "/voices/" + ss.voice + "/speak"
-	formats := []codec.Format{codec.WAV, codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE}
+	formats := []codec.Format{codec.WAV, codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE, codec.MuLaw, codec.ALaw}
 	for _, rate := range []int{8000, 24000, 48000} {
 		for _, f := range formats {
 			r := ss.do("POST", path, ss.key, map[string]any{"text": "Hello there.", "output_format": f, "sample_rate": rate})
@@ -61,6 +61,18 @@ func TestSpeakFormatsAndRates(t *testing.T) {
 	if len(long.body) <= 3*len(short.body) {
 		t.Fatalf("duration does not grow with the text: %d vs %d bytes", len(short.body), len(long.body))
 	}
+	// speed is a rate multiplier: twice as fast is half as long (the
+	// reference engine's 60 ms a character divided by the speed).
+	for _, sp := range []float64{0.5, 2} {
+		r := ss.do("POST", path, ss.key, map[string]any{"text": "Hi. A much longer sentence follows.", "output_format": "s16le", "speed": sp})
+		if r.status != 200 {
+			t.Fatalf("speed %g: %d %s", sp, r.status, r.body)
+		}
+		ratio := float64(len(long.body)) / float64(len(r.body))
+		if ratio < sp*0.9 || ratio > sp*1.1 {
+			t.Errorf("speed %g: %d bytes against %d at speed 1 (ratio %.2f)", sp, len(r.body), len(long.body), ratio)
+		}
+	}
 }
 
 // TestSynthValidation: every 400 of docs/api.md#errors that applies to speak and
@@ -95,6 +107,9 @@ func TestSynthValidation(t *testing.T) {
 		{speak, map[string]any{"text": "hi", "num_step": 0}, 400, "invalid_num_step"},
 		{speak, map[string]any{"text": "hi", "expressiveness": 1.5}, 400, "invalid_expressiveness"},
 		{speak, map[string]any{"text": "hi", "expressiveness": "high"}, 400, "invalid_expressiveness"},
+		{speak, map[string]any{"text": "hi", "speed": 4.5}, 400, "invalid_speed"},
+		{stream, map[string]any{"text": "hi", "speed": 0.2}, 400, "invalid_speed"},
+		{speak, map[string]any{"text": "hi", "speed": "fast"}, 400, "invalid_speed"},
 		{speak, map[string]any{"text": "hi", "language": "fr"}, 400, "invalid_language"},
 		{stream, map[string]any{"text": "hi", "language": "not a tag"}, 400, "invalid_language"},
 		{"/voices/" + draft + "/speak", map[string]any{"text": "hi"}, 400, "voice_not_ready"},

@@ -16,7 +16,7 @@ var statusByCode = map[string]int{
 	control.EInvalidSettings: 400, control.EFileRequired: 400, control.EFileTooLarge: 400,
 	control.ERefTextTooLong: 400, control.EConsentRequired: 400, control.EInvalidTTL: 400,
 	control.EInvalidVoiceID: 400, control.EInvalidPage: 400, control.EInvalidRequest: 400,
-	control.EUnsupportedFormat: 400,
+	control.EUnsupportedFormat: 400, control.EInvalidSpeed: 400,
 
 	control.EUnauthorized: 401, control.EKeyExpired: 401, control.ETokenInvalid: 401,
 

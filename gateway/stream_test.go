@@ -28,6 +28,7 @@ func TestStreamSSE(t *testing.T) {
 	}{
 		{"", 24000}, // default f32le at the native rate
 		{codec.S16LE, 8000}, {codec.S24LE, 48000}, {codec.S32LE, 24000}, {codec.F32LE, 48000}, {codec.F64LE, 8000},
+		{codec.MuLaw, 8000}, {codec.ALaw, 8000}, {codec.MuLaw, 16000}, // telephony, G.711
 	}
 	for _, c := range cases {
 		body := map[string]any{"text": "Streaming works. Two sentences."}

@@ -30,6 +30,7 @@ type synthOpts struct {
 	billing string        // default: meter
 	plan    string        // default: pro
 	cfg     Config
+	meter   control.Meter // default: the store's
 }
 
 // synthServer is a testServer with an engine, a memory limiter it can
@@ -57,7 +58,7 @@ func newSynthServer(t testing.TB, o synthOpts) *synthServer {
 	}
 	lim := control.NewMemoryLimiter()
 	srv, err := New(o.cfg, Deps{Store: ts.store, Engine: o.eng, Limiter: lim, Billing: o.billing,
-		Logger: slog.New(slog.DiscardHandler)})
+		Meter: o.meter, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

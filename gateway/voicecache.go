@@ -111,10 +111,15 @@ func (s *Server) watchChanges(ctx context.Context) {
 		mu.Unlock()
 		trust := time.AfterFunc(feedSettle, func() {
 			mu.Lock()
-			if epoch == e { // the feed this timer belongs to is still running
+			live := epoch == e // the feed this timer belongs to is still running
+			if live {
 				s.setCachesLive(true)
 			}
 			mu.Unlock()
+			if live {
+				// Revocations made while the feed was down were not seen.
+				s.ws.recheck()
+			}
 		})
 		err := s.store.WatchChanges(ctx, s.onChange)
 		trust.Stop()
@@ -149,10 +154,14 @@ func (s *Server) onChange(ch control.Change) {
 		s.voices.invalidate(ch.ID)
 	case "token":
 		// tokens are single-use and never cached
-	case "key", "workspace":
+	case "key":
+		s.keys.reset()
+		s.ws.keyChanged(ch.ID) // open sessions of a revoked key end
+	case "workspace":
 		s.keys.reset()
 	default:
 		s.keys.reset()
 		s.voices.reset()
+		s.ws.recheck()
 	}
 }

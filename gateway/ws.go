@@ -23,7 +23,7 @@ import (
 	"voicesvc/sessions"
 )
 
-// GET {api_root}/stream: the realtime WebSocket (interface 4.11, 5.3, 6.2).
+// GET {api_root}/stream: the realtime WebSocket (docs/realtime.md).
 //
 // Everything that can refuse a session is checked before the upgrade, so a
 // refusal is an ordinary HTTP response with the JSON bodies of the other
@@ -38,7 +38,7 @@ import (
 // memory), and holds its session slot and its one stream slot until the
 // socket closes, however many contexts it runs.
 
-// wsSubprotocol is the subprotocol of interface 9; a client that sends its
+// wsSubprotocol is the versioned subprotocol; a client that sends its
 // token as a second subprotocol gets this one selected.
 const wsSubprotocol = "service.v1"
 
@@ -46,11 +46,18 @@ const wsSubprotocol = "service.v1"
 type wsState struct {
 	up  websocket.Upgrader
 	cfg sessions.Config
-	// ctx ends every open session at Shutdown (close 1001); wg counts them.
+	reg *wsRegistry
+	// ctx ends every open session when shutdown's grace is over (fatal
+	// shutting_down, close 1001); wg counts them.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
+
+// shutdownLinger is how long shutdown still waits for sessions once its
+// grace is over: each sends its last frames and close (bounded by the
+// write timeout when the client is slow; this bounds the wait instead).
+const shutdownLinger = 2 * time.Second
 
 var (
 	hdrDeprecation  = []byte("Deprecation")
@@ -85,6 +92,7 @@ func (s *Server) wsRoutes(api *router.Group) {
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
 		cfg:    sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20},
+		reg:    newWSRegistry(s.keyRevoked),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -98,19 +106,32 @@ func (s *Server) wsRoutes(api *router.Group) {
 	})
 }
 
-// shutdown ends every open session with 1001 and waits for them until ctx
-// ends.
+// shutdown drains the sessions: those with no open context end at once,
+// the others may finish their contexts until ctx ends (a task_start gets a
+// non-fatal shutting_down meanwhile), and each ends with a fatal error
+// shutting_down and close 1001 as its last context ends. When ctx ends,
+// every session still open ends that way at once, its unspoken text
+// refunded. It returns once every session has closed, or shutdownLinger
+// after ctx ends. Sessions that upgrade meanwhile are drained too. It is
+// safe to call concurrently with the HTTP server's shutdown.
 func (w *wsState) shutdown(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	w.cancel()
+	w.reg.drain()
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
+		w.cancel()
+		select {
+		case <-done:
+		case <-time.After(shutdownLinger):
+		}
 	}
+	w.cancel()
+	w.reg.stop()
 }
 
 // wsHandshake checks everything, then upgrades and runs the session.
@@ -150,6 +171,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	reqID := string(requestID(ctx))
+	authAt := reqStart(ctx)
 	deps := sessions.Deps{
 		Engine:    s.engine,
 		Voice:     s.sessionVoice(p),
@@ -159,7 +181,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 	}
 	w := s.ws
 	up := newWSUpgrade(ctx)
-	wsID := p.WorkspaceID
+	wsID, keyID, keyExpires := p.WorkspaceID, p.KeyID, p.ExpiresAt
 	// The upgrader writes the 101 (with up.hdr) on the hijacked socket;
 	// fasthttp writes nothing. The status is for metrics and the log.
 	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
@@ -195,7 +217,10 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
 					"duration", time.Since(opened), "reason", errText(rerr))
 			}()
-			rerr = sessions.Run(w.ctx, conn, w.cfg, deps)
+			x := sessions.New(conn, w.cfg, deps)
+			w.reg.add(x, keyID, keyExpires, authAt)
+			defer w.reg.remove(x, keyID)
+			rerr = x.Run(w.ctx)
 		}()
 		// Returning lets fasthttp put the RequestCtx and its reader back in
 		// their pools while the session runs.
@@ -334,7 +359,7 @@ func errText(err error) string {
 }
 
 // wsAuthenticate finds the credentials of a handshake in the order of
-// interface 5.3: X-API-Key; the subprotocol list ["service.v1", token];
+// the docs: X-API-Key; the subprotocol list ["service.v1", token];
 // access_token; the deprecated api_key query parameter, whose responses
 // carry a Deprecation header. The first form present decides: a bad one is
 // 401 (token_invalid for tokens), never a fall-through to the next.
@@ -399,10 +424,19 @@ func isWebSocketHandshake(ctx *fasthttp.RequestCtx) bool {
 		string(ctx.Request.Header.PeekBytes(hdrWSVersion)) != "13" {
 		return false
 	}
-	key := ctx.Request.Header.PeekBytes(hdrWSKey)
-	var nonce [18]byte // 24 base64 characters decode to 16 bytes (+2 slack)
+	return validWSKey(ctx.Request.Header.PeekBytes(hdrWSKey))
+}
+
+// validWSKey reports whether key is base64 of exactly 16 bytes. The length
+// is checked before decoding: the key is untrusted, and a longer one would
+// not fit the nonce.
+func validWSKey(key []byte) bool {
+	if len(key) != 24 {
+		return false
+	}
+	var nonce [18]byte // 24 base64 characters decode to at most 18 bytes
 	n, err := base64.StdEncoding.Decode(nonce[:], key)
-	return len(key) == 24 && err == nil && n == 16
+	return err == nil && n == 16
 }
 
 // engineReadier is an engine that can tell it is closed or out of workers
@@ -421,23 +455,15 @@ func (s *Server) engineReady() error {
 }
 
 // checkBalance refuses a handshake with 402 when billing is enforced and
-// nothing is left (interface 4.11), with the body a 1-character request
-// would get. The handshake itself is free: admit charges it nothing.
+// nothing is left, with the body a 1-character request would get. It only
+// reads the balance (the handshake itself is free: admit charges nothing).
 func (s *Server) checkBalance(p *Principal) error {
 	if p.Limits.Billing != control.BillingEnforce {
 		return nil
 	}
-	ws := workspaceOf(p)
 	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
 	defer cancel()
-	left, err := s.synth.meter.Remaining(c, ws)
-	if err != nil || left > 0 {
-		return err
-	}
-	ch, _, err := s.synth.meter.Charge(c, ws, 1)
-	if err == nil { // credits arrived meanwhile
-		return s.synth.meter.Refund(c, ch)
-	}
+	_, err := s.synth.meter.Check(c, workspaceOf(p))
 	return err
 }
 

@@ -182,11 +182,18 @@ func TestWSSessionSlots(t *testing.T) {
 		t.Fatal("slot not released")
 	}
 
-	// Shutdown ends open sessions with 1001.
+	// Shutdown ends idle sessions at once: the fatal shutting_down, 1001.
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	go ss.srv.Shutdown(ctx)
 	conns[1].SetReadDeadline(time.Now().Add(5 * time.Second))
+	var ev struct {
+		Type, Code string
+		Fatal      bool
+	}
+	if err := conns[1].ReadJSON(&ev); err != nil || ev.Type != "error" || ev.Code != "shutting_down" || !ev.Fatal {
+		t.Fatalf("at shutdown: %+v %v", ev, err)
+	}
 	_, _, err = conns[1].ReadMessage()
 	var ce *websocket.CloseError
 	if !errors.As(err, &ce) || ce.Code != websocket.CloseGoingAway {

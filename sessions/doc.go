@@ -1,8 +1,8 @@
-// What the gateway's WebSocket handshake (issue 6 item 1) must do around
+// What the gateway's WebSocket handshake must do around
 // Run, which assumes all of it has happened:
 //
-//   - Check credentials (interface 5.3 order), plan, billing, rate and
-//     the session and stream slots before upgrading, answering the 4.11
+//   - Check credentials (in the documented order), plan, billing, rate and
+//     the session and stream slots before upgrading, answering the documented
 //     statuses with their bodies; consume the token only once the upgrade
 //     is certain; set X-Billing-Remaining and RateLimit headers on the 101.
 //   - Upgrader: ReadBufferSize and WriteBufferSize 1024, one shared
@@ -19,12 +19,18 @@
 //     the socket (its writer encodes frames itself and batches them into
 //     one write): do not write to the connection, ping it, or set its
 //     ping, close or read-limit handling while Run runs. Release the
-//     session and stream slots after Run returns. Pass a ctx cancelled at
-//     server shutdown (sessions then close with 1001).
+//     session and stream slots after Run returns. Pass a ctx cancelled when
+//     the server's shutdown grace is over (fatal shutting_down, 1001).
+//   - To end sessions from outside, build them with New and keep the
+//     *Session: Revoke when their key is revoked or expires (fatal
+//     unauthorized, 4401), Drain when shutdown begins (idle sessions end at
+//     once, the others when their last context ends). Neither needs a
+//     goroutine or timer per session: one registry can drive them all.
 //   - Deps.Voice checks the workspace, readiness and the token's voice_ids
 //     and returns *control.Error ENotFound / EVoiceNotReady (voice_not_found)
 //     or EVoiceNotAllowed (voice_not_allowed); Deps.Meter and
-//     Deps.Workspace bill every task_start and task_continue frame.
+//     Deps.Workspace bill every task_start and task_continue frame, and
+//     the session refunds the text that never reached the engine.
 //
 // Measured with 1 KiB buffers: an idle session costs about 14 KiB
 // (BenchmarkIdleSessionMemory), a bare fasthttp/websocket connection 13.

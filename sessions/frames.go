@@ -22,6 +22,7 @@ type frame struct {
 	hdr  []byte // JSON text frame
 	bin  []byte // binary payload, only for audio pairs
 	pair bool
+	cost int // frameCost when queued, so that taking it gives back the same
 }
 
 type frameKind uint8
@@ -33,8 +34,6 @@ const (
 	kindTaskDone
 	kindPong // a pong control frame: hdr is its payload
 )
-
-func (f *frame) size() int { return len(f.hdr) + len(f.bin) }
 
 // wireSize bounds the frame's encoded size (two WebSocket headers of at
 // most 10 bytes).

@@ -32,8 +32,14 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	// Only this goroutine opens tasks, so the checks below stay true until
 	// the task is added (others can only close tasks).
 	s.mu.Lock()
-	dup, open := s.findLocked(p.contextID) != nil, len(s.tasks)
+	dup, open, winding := s.findLocked(p.contextID) != nil, len(s.tasks), s.winding
 	s.mu.Unlock()
+	if winding {
+		// The open contexts may finish; the client opens new ones on
+		// another server.
+		s.reject(&msgError{p.contextID, control.EShuttingDown, "the server is shutting down: open new contexts on a new connection"})
+		return false, nil
+	}
 	if dup {
 		s.reject(&msgError{p.contextID, codeContextExists, fmt.Sprintf("context %q is already open", p.contextID)})
 		return false, nil
@@ -59,12 +65,21 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		s.reject(refusal(p.contextID, err))
 		return false, nil
 	}
-	if _, end, err := s.charge(p.contextID, p.textChars); end {
+	charged, end, err := s.charge(p.contextID, p.textChars)
+	if end {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
 		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req}
 	s.mu.Lock()
+	if s.abortCode != 0 {
+		// The session is ending (revoked, shutting down): the read loop
+		// answers that; nothing of this frame is kept.
+		s.mu.Unlock()
+		s.refund(charged)
+		return false, nil
+	}
+	t.bill.add(charged)
 	s.tasks = append(s.tasks, t)
 	f := getFrame()
 	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format))
@@ -95,9 +110,10 @@ func (s *session) voice(id string) (*control.Voice, error) {
 }
 
 // charge bills chars for one frame. end reports that the session is over:
-// the frame that exceeded the balance is not forwarded (interface 6.3).
+// the frame that exceeded the balance is not forwarded. A session that is
+// already ending (its key revoked, say) charges nothing more.
 func (s *session) charge(contextID string, chars int) (c control.Charge, end bool, err error) {
-	if s.deps.Meter == nil || s.deps.Workspace == nil || chars == 0 {
+	if s.deps.Meter == nil || s.deps.Workspace == nil || chars == 0 || s.ending() {
 		return c, false, nil
 	}
 	c, _, err = s.deps.Meter.Charge(s.parent, s.deps.Workspace, int64(chars))
@@ -105,7 +121,8 @@ func (s *session) charge(contextID string, chars int) (c control.Charge, end boo
 	case "":
 		return c, false, nil
 	case control.EInsufficientCredits, control.EQuotaExhausted:
-		// decisions.md: running out mid-session is always this code.
+		// Running out mid-session is always this code, whether the
+		// allowance or the credits ran out.
 		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", closeCredits, err)
 	}
 	return c, true, s.fatal(contextID, control.EInternal, "internal error", closeInternal, err)
@@ -138,19 +155,33 @@ func (s *session) taskContinue(m *synth.Fields) (bool, error) {
 	}
 	s.mu.Lock()
 	// The task cannot have been cancelled (only this goroutine cancels),
-	// but it can have failed while the meter was asked.
-	closed := t.closed
+	// but it can have failed, or the session started ending, while the
+	// meter was asked.
+	closed := t.closed || s.abortCode != 0
 	if !closed {
+		t.bill.add(charged)
 		t.appendLocked(p.text, p.finalize)
 	}
 	s.mu.Unlock()
-	if closed && s.deps.Meter != nil {
-		// Text that will never be spoken is not billed.
-		if err := s.deps.Meter.Refund(s.parent, charged); err != nil {
-			s.log.Error("websocket refund failed", "err", err)
-		}
+	if closed {
+		s.refund(charged) // text that will never be spoken is not billed
 	}
 	return false, nil
+}
+
+// refund gives back a charge none of whose text reached a context.
+func (s *session) refund(c control.Charge) {
+	s.mu.Lock()
+	s.refunds = append(s.refunds, c)
+	s.mu.Unlock()
+	s.flushRefunds()
+}
+
+// ending reports that the session is on its way out.
+func (s *session) ending() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.abortCode != 0 || s.stopping
 }
 
 func (s *session) taskCancel(m *synth.Fields) {
@@ -180,4 +211,5 @@ func (s *session) taskCancel(m *synth.Fields) {
 	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.trace)
 	s.pushLocked(f, true)
 	s.mu.Unlock()
+	s.flushRefunds()
 }

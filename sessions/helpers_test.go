@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 	"unicode"
@@ -37,13 +38,33 @@ type testServer struct {
 	sessions sync.WaitGroup
 	mu       sync.Mutex
 	results  []error
+	handles  []*Session // every session, in the order they started
 }
 
-func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
+// onAccept, when given to startServer, sets up each accepted socket.
+type onAccept func(*net.TCPConn) error
+
+type setupListener struct {
+	net.Listener
+	setup onAccept
+}
+
+func (l setupListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		err = l.setup(c.(*net.TCPConn))
+	}
+	return c, err
+}
+
+func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testServer {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(setup) > 0 {
+		ln = setupListener{ln, setup[0]}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{addr: ln.Addr().String(), cancel: cancel}
@@ -55,7 +76,11 @@ func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
 		ts.sessions.Add(1)
 		err := up.Upgrade(rc, func(c *websocket.Conn) {
 			defer ts.sessions.Done()
-			err := Run(ctx, c, cfg, deps)
+			x := New(c, cfg, deps)
+			ts.mu.Lock()
+			ts.handles = append(ts.handles, x)
+			ts.mu.Unlock()
+			err := x.Run(ctx)
 			ts.mu.Lock()
 			ts.results = append(ts.results, err)
 			ts.mu.Unlock()
@@ -82,6 +107,41 @@ func startServer(t testing.TB, cfg Config, deps Deps) *testServer {
 	return ts
 }
 
+// session returns the i-th session to start, waiting for its upgrade
+// handler (the client can see the 101 before it runs).
+func (ts *testServer) session(t testing.TB, i int) *Session {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ts.mu.Lock()
+		n := len(ts.handles)
+		var x *Session
+		if i < n {
+			x = ts.handles[i]
+		}
+		ts.mu.Unlock()
+		if x != nil {
+			return x
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("session %d did not start", i)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// wait returns once every session has returned from Run (so its refunds
+// are made).
+func (ts *testServer) wait(t testing.TB) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { ts.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		t.Fatal("sessions did not end")
+	}
+}
+
 func (ts *testServer) dial(t testing.TB) *client {
 	t.Helper()
 	c, err := ts.tryDial()
@@ -90,6 +150,31 @@ func (ts *testServer) dial(t testing.TB) *client {
 	}
 	t.Cleanup(func() { c.ws.Close() })
 	return c
+}
+
+// dialSmall connects with a socket receive buffer of rcvbuf bytes, set
+// before the connection is made so that its window is small from the
+// start.
+func (ts *testServer) dialSmall(t testing.TB, rcvbuf int) *client {
+	t.Helper()
+	nd := &net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
+		var serr error
+		err := rc.Control(func(fd uintptr) {
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, rcvbuf)
+		})
+		if err != nil {
+			return err
+		}
+		return serr
+	}}
+	d := websocket.Dialer{ReadBufferSize: 4096, WriteBufferSize: 4096, HandshakeTimeout: 10 * time.Second,
+		NetDialContext: nd.DialContext}
+	ws, _, err := d.Dial("ws://"+ts.addr+"/", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return &client{ws: ws}
 }
 
 func (ts *testServer) tryDial() (*client, error) {

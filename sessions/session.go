@@ -1,5 +1,5 @@
-// Package sessions runs one realtime WebSocket session (interface 3.4, 6.2,
-// 6.3): up to four synthesis contexts multiplexed on one socket, text
+// Package sessions runs one realtime WebSocket session (docs/realtime.md):
+// up to four synthesis contexts multiplexed on one socket, text
 // buffered and cut into sentences as soon as their end is certain, audio
 // sent as audio_chunk + binary pairs by a single writer, cancel, limits,
 // metering and the idle timeout.
@@ -36,6 +36,11 @@ type Config struct {
 	// MaxQueued bounds the outbound queue in bytes: a client that reads
 	// slower than synthesis pauses its engine work here (256 KiB).
 	MaxQueued int
+	// MaxReplies bounds the replies to client messages (pongs, errors,
+	// task_started, task_cancelled) waiting to be written: a client that
+	// sends without reading is closed with 1008 beyond it (64 KiB, about
+	// 300 error replies or 250 full-size pongs).
+	MaxReplies int
 	// CloseGrace is how long Run waits for the client's close frame after
 	// sending its own (1 s).
 	CloseGrace time.Duration
@@ -58,6 +63,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxQueued <= 0 {
 		c.MaxQueued = 256 << 10
+	}
+	if c.MaxReplies <= 0 {
+		c.MaxReplies = 64 << 10
 	}
 	def(&c.IdleTimeout, 600*time.Second)
 	def(&c.WriteTimeout, 10*time.Second)
@@ -82,15 +90,17 @@ type Deps struct {
 	Logger    *slog.Logger
 }
 
-// Close codes of interface 7.
+// Close codes (docs/realtime.md).
 const (
-	closeNormal      = websocket.CloseNormalClosure           // 1000
-	closeGoingAway   = websocket.CloseGoingAway               // 1001: server shutdown
-	closeInvalidUTF8 = websocket.CloseInvalidFramePayloadData // 1007
-	closeCredits     = websocket.ClosePolicyViolation         // 1008
-	closeTooBig      = websocket.CloseMessageTooBig           // 1009
-	closeInternal    = websocket.CloseInternalServerErr       // 1011
-	closeTryLater    = websocket.CloseTryAgainLater           // 1013: engine unavailable
+	closeNormal       = websocket.CloseNormalClosure           // 1000
+	closeGoingAway    = websocket.CloseGoingAway               // 1001: server shutdown
+	closeInvalidUTF8  = websocket.CloseInvalidFramePayloadData // 1007
+	closeCredits      = websocket.ClosePolicyViolation         // 1008
+	closePolicy       = websocket.ClosePolicyViolation         // 1008: a client that does not read
+	closeTooBig       = websocket.CloseMessageTooBig           // 1009
+	closeInternal     = websocket.CloseInternalServerErr       // 1011
+	closeTryLater     = websocket.CloseTryAgainLater           // 1013: engine unavailable
+	closeUnauthorized = 4401                                   // credentials revoked or expired: do not reconnect
 )
 
 // session is everything one socket holds. It is kept small: an idle session
@@ -112,24 +122,91 @@ type session struct {
 	// past read deadline and closes with it (-1: the socket is broken).
 	abortCode  int
 	abortFrame *frame
-	stopping   bool // no new runners, no more frames
-	readFailed bool // the websocket.Conn refuses further reads (read loop only)
-	peerClosed bool // the client's close frame was read (read loop only)
+	stopping   bool             // no new runners, no more frames
+	overflowed bool             // the replies' cap was hit: no more frames are queued
+	winding    bool             // the server is shutting down: end once no context is open
+	refunds    []control.Charge // owed, made by flushRefunds outside the lock
+	readFailed bool             // the websocket.Conn refuses further reads (read loop only)
+	peerClosed bool             // the client's close frame was read (read loop only)
 	wg         sync.WaitGroup
 }
 
-// Run serves one session on conn until the client ends it, it idles out, a
-// fatal error occurs or ctx is cancelled (close 1001). conn must stay
-// usable until Run returns (with FastHTTPUpgrader: call it inside the
-// upgrade handler); Run does not close it. It returns only when every
-// goroutine it started has stopped. The returned error describes why it
-// ended; it is for logging, Run has already told the client.
+// Run serves one session on conn: New(conn, cfg, deps).Run(ctx).
 func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error {
-	s := &session{conn: conn, cfg: cfg.withDefaults(), deps: deps, parent: ctx, log: deps.Logger}
+	return New(conn, cfg, deps).Run(ctx)
+}
+
+// Session is one realtime session, as the server holds it: it can end it
+// from outside (Revoke, Drain) while Run serves it. A Session is small and
+// holds no goroutine or timer of its own for this: the server keeps one
+// registry for all of them.
+type Session struct{ s *session }
+
+// New prepares a session on conn; Run serves it.
+func New(conn *websocket.Conn, cfg Config, deps Deps) *Session {
+	s := &session{conn: conn, cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.outq.init(&s.mu)
+	return &Session{s: s}
+}
+
+// Revoke ends the session because its credentials were revoked or expired:
+// a fatal error unauthorized, its contexts cancelled (their unspoken text
+// refunded), close 4401. No synthesis starts and nothing is charged once
+// it is called. It may be called from any goroutine, before, during or
+// after Run.
+func (x *Session) Revoke() {
+	x.s.abort(closeUnauthorized, errorFrame(control.EUnauthorized, "the API key of this session was revoked or has expired", true))
+}
+
+// Drain starts a graceful shutdown: a session with no open context ends at
+// once, the others end as soon as their last context ends; a task_start is
+// refused meanwhile (non-fatal error shutting_down). Each ends with a fatal
+// error shutting_down and close 1001. Cancelling Run's ctx ends the
+// session at once in the same way.
+func (x *Session) Drain() {
+	s := x.s
+	s.mu.Lock()
+	s.winding = true
+	if len(s.tasks) == 0 {
+		s.lastContextClosedLocked()
+	}
+	s.mu.Unlock()
+}
+
+// lastContextClosedLocked ends a draining session once nothing is open.
+func (s *session) lastContextClosedLocked() {
+	if s.winding && !s.stopping {
+		s.abortLocked(closeGoingAway, shuttingDownFrame())
+	}
+}
+
+func shuttingDownFrame() *frame {
+	return errorFrame(control.EShuttingDown, "the server is shutting down", true)
+}
+
+func errorFrame(code, msg string, fatal bool) *frame {
+	f := getFrame()
+	f.hdr = appendError(f.hdr, "", code, msg, fatal)
+	return f
+}
+
+// Run serves the session until the client ends it, it idles out, a fatal
+// error occurs, Revoke or Drain ends it, or ctx is cancelled (the server's
+// grace period is over: fatal error shutting_down, close 1001). conn must
+// stay usable until Run returns (with FastHTTPUpgrader: call it inside the
+// upgrade handler); Run does not close it. It returns only when every
+// goroutine it started has stopped and every refund is made. The returned
+// error describes why it ended; it is for logging, Run has already told
+// the client. Run is called once.
+func (x *Session) Run(ctx context.Context) error {
+	s := x.s
+	s.mu.Lock()
+	s.parent = ctx
+	s.mu.Unlock()
+	conn := s.conn
 	// The writer writes to the socket directly (writeBatch), so nothing
 	// else may write while it can run. The library's read limit would
 	// write its own 1009 close from the read loop: the limit is enforced
@@ -143,7 +220,7 @@ func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error
 	// even if a gateway enables negotiation (the writer never compresses).
 	conn.EnableWriteCompression(false)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { s.abort(closeGoingAway, nil) })
+		stop := context.AfterFunc(ctx, func() { s.abort(closeGoingAway, shuttingDownFrame()) })
 		defer stop()
 	}
 	s.mu.Lock()
@@ -368,6 +445,7 @@ func (s *session) finish(code int, last *frame, cause error) error {
 		s.drain()
 	}
 	s.wg.Wait()
+	s.flushRefunds()
 	if cause != nil {
 		s.log.Debug("websocket session ended", "close", code, "err", cause)
 	}
@@ -394,8 +472,10 @@ func (s *session) drain() {
 		}
 	}
 	// After a read error the websocket.Conn refuses to read; take what is
-	// still on the wire (the rest of an oversized frame) from the socket.
-	var b [512]byte
+	// still on the wire (the rest of an oversized frame, or the backlog of
+	// a client that sent without reading) from the socket. The goroutine
+	// ends after this, so a larger buffer costs no idle session anything.
+	var b [8 << 10]byte
 	for {
 		if _, err := nc.Read(b[:]); err != nil {
 			return

@@ -34,10 +34,12 @@ type task struct {
 	running     bool
 	inflight    bool   // the runner is rendering a sentence
 	pending     string // text after the last certain sentence end
-	queued      []string
-	queuedChars int
-	nextIndex   int // sentence_index of the next sentence to render
-	completed   int // sentence_done frames queued and not purged
+	queued      []sentence
+	queuedChars int    // the queued sentences' costs (billing.go)
+	dropped     int    // characters cut away with nothing to speak
+	bill        ledger // what the context's frames were charged
+	nextIndex   int    // sentence_index of the next sentence to render
+	completed   int    // sentence_done frames queued and not purged
 	lastText    time.Time
 	timer       *time.Timer
 	cancel      context.CancelFunc // the running runner's context
@@ -49,7 +51,7 @@ type task struct {
 }
 
 // waitingChars is the text accepted but not yet rendering (the 100,000
-// character cap of decisions.md).
+// character cap of one context).
 func (t *task) waitingChars() int { return utf8.RuneCountInString(t.pending) + t.queuedChars }
 
 // appendLocked adds client text: every sentence whose end is now certain is
@@ -61,7 +63,7 @@ func (t *task) appendLocked(text string, finalize bool) {
 		t.lastText = now
 		t.pending += text
 		spans, rest := engine.CutComplete(t.pending)
-		t.queue(spans)
+		t.queueCut(t.pending, spans, rest)
 		t.pending = t.pending[rest:]
 	}
 	if finalize {
@@ -81,17 +83,10 @@ func (t *task) appendLocked(text string, finalize bool) {
 	t.kickLocked()
 }
 
-func (t *task) queue(spans []engine.Span) {
-	for _, sp := range spans {
-		t.queued = append(t.queued, sp.Text)
-		t.queuedChars += utf8.RuneCountInString(sp.Text)
-	}
-}
-
 // flushPendingLocked renders the partial sentence as it is.
 func (t *task) flushPendingLocked() {
 	if t.pending != "" {
-		t.queue(engine.Sentences(t.pending))
+		t.queueCut(t.pending, engine.Sentences(t.pending), len(t.pending))
 		t.pending = ""
 	}
 }
@@ -119,7 +114,9 @@ func (t *task) onIdleFlush() {
 func (t *task) kickLocked() {
 	s := t.s
 	switch {
-	case t.closed || t.running || s.stopping:
+	case t.closed || t.running || s.stopping || s.abortCode != 0:
+		// (An ending session starts no synthesis: nothing is billed
+		// after a revocation is seen, and its text is given back.)
 	case len(t.queued) > 0:
 		ctx, cancel := context.WithCancel(s.parent)
 		t.running, t.cancel = true, cancel
@@ -140,11 +137,12 @@ func (t *task) run(ctx context.Context) {
 	s := t.s
 	defer s.wg.Done()
 	s.mu.Lock()
-	for !t.closed && len(t.queued) > 0 {
-		text := t.queued[0]
-		t.queued[0] = ""
+	for !t.closed && len(t.queued) > 0 && s.abortCode == 0 {
+		// From here the sentence's characters are spent (billing.go).
+		text := t.queued[0].text
+		t.queuedChars -= t.queued[0].cost
+		t.queued[0] = sentence{}
 		t.queued = t.queued[1:]
-		t.queuedChars -= utf8.RuneCountInString(text)
 		index := t.nextIndex
 		t.nextIndex++
 		t.inflight = true
@@ -180,6 +178,7 @@ func (t *task) run(ctx context.Context) {
 	}
 	t.kickLocked() // finalized meanwhile, or more text arrived at the end
 	s.mu.Unlock()
+	s.flushRefunds()
 }
 
 // render synthesizes one sentence and queues its audio pairs. It returns
@@ -327,15 +326,20 @@ func (t *task) failLocked(err error) {
 	s.pushLocked(f, false)
 }
 
-// closeLocked frees the task's slot among the open contexts at once.
+// closeLocked frees the task's slot among the open contexts at once and
+// gives back the characters of its text that never reached the engine.
 func (t *task) closeLocked() {
 	s := t.s
 	t.closed = true
+	t.unspentLocked()
 	t.queued, t.queuedChars, t.pending = nil, 0, ""
 	if t.timer != nil {
 		t.timer.Stop()
 	}
 	s.tasks = removeTask(s.tasks, t)
+	if len(s.tasks) == 0 {
+		s.lastContextClosedLocked()
+	}
 }
 
 // cancelLocked stops the task's engine work and drops its queued audio;

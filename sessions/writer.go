@@ -21,14 +21,28 @@ var errGone = errors.New("sessions: context gone")
 // slices.
 //
 // Two lanes: prio carries the read loop's replies (task_started, errors,
-// task_cancelled), so a cancel is answered without waiting behind queued
-// audio; main carries what the runners produce, in order. Every queue item
-// is a whole frame or a whole audio_chunk + binary pair, so nothing can get
-// between the two frames of a pair.
+// task_cancelled, pongs), so a cancel is answered without waiting behind
+// queued audio; main carries what the runners produce, in order. Every
+// queue item is a whole frame or a whole audio_chunk + binary pair, so
+// nothing can get between the two frames of a pair.
+//
+// Both lanes are bounded in bytes, each frame counted with its overhead
+// (frameCost), so that what a session holds does not depend on what the
+// client sends. The main lane by backpressure: a runner waits while it
+// holds MaxQueued (pushAudio), and what else it queues (sentence_done,
+// task_done, task_failed) comes one to one with audio or with a context's
+// task_started on the prio lane (a context with nothing to speak ends at
+// once, so the client drives those through the cap). The prio lane cannot
+// wait (the read loop must keep reading to see a close), so it is capped
+// instead: replies beyond MaxReplies mean the client sends but does not
+// read, and the session is closed with 1008 (overflowLocked). Without the
+// cap a client that pings and never reads grew a session by 310 MB per
+// million pings.
 type outq struct {
 	prio, main   []*frame
 	prioH, mainH int // heads: items before them were taken
-	bytes        int // queued audio and sentence frames, against MaxQueued
+	bytes        int // cost of the main lane, against MaxQueued
+	prioBytes    int // cost of the prio lane, against MaxReplies
 	writing      bool
 	waiting      bool      // the writer is parked on work
 	work         sync.Cond // signalled when a frame is queued or rendering ends
@@ -43,18 +57,25 @@ func (q *outq) init(l sync.Locker) {
 	q.work.L = l
 }
 
-// pushLocked queues f without waiting for space: replies and terminal
-// frames are small and bounded by what the client sends.
+// pushLocked queues f without waiting for space. A reply that does not
+// fit the prio lane's cap is dropped and closes the session (1008).
 func (s *session) pushLocked(f *frame, prio bool) {
-	if s.stopping || s.broken {
+	if s.stopping || s.broken || s.overflowed {
 		putFrame(f)
 		return
 	}
+	f.cost = frameCost(f)
 	if prio {
+		if s.prioBytes+f.cost > s.cfg.MaxReplies {
+			putFrame(f)
+			s.overflowLocked()
+			return
+		}
 		s.prio = append(s.prio, f)
+		s.prioBytes += f.cost
 	} else {
 		s.main = append(s.main, f)
-		s.bytes += f.size()
+		s.bytes += f.cost
 	}
 	if s.waiting {
 		s.work.Signal()
@@ -97,13 +118,14 @@ func (s *session) popLocked() *frame {
 		f := s.prio[s.prioH]
 		s.prio[s.prioH] = nil
 		s.prioH++
+		s.prioBytes -= f.cost
 		return f
 	}
 	for s.mainH < len(s.main) {
 		f := s.main[s.mainH]
 		s.main[s.mainH] = nil
 		s.mainH++
-		s.bytes -= f.size()
+		s.bytes -= f.cost
 		s.space.Broadcast()
 		if f.task != nil && f.task.gone {
 			putFrame(f)
@@ -131,7 +153,7 @@ func (s *session) purgeLocked(t *task) (doneDropped int) {
 		if f.kind == kindSentenceDone {
 			doneDropped++
 		}
-		s.bytes -= f.size()
+		s.bytes -= f.cost
 		putFrame(f)
 	}
 	clear(s.main[len(kept):])
@@ -192,7 +214,7 @@ func (s *session) writeLoop() {
 	}
 	// Give the slices back: an idle session keeps no queue. (Only a
 	// broken or stopping session can leave task_done frames unsent.)
-	s.prio, s.main, s.prioH, s.mainH = nil, nil, 0, 0
+	s.prio, s.main, s.prioH, s.mainH, s.bytes, s.prioBytes = nil, nil, 0, 0, 0, 0
 	s.draining = nil
 	s.writing = false
 	s.idle.Broadcast()
@@ -209,13 +231,35 @@ func (s *session) brokenLocked() {
 			q[i] = nil
 		}
 	}
-	s.prioH, s.mainH, s.bytes = len(s.prio), len(s.main), 0
+	s.prioH, s.mainH, s.bytes, s.prioBytes = len(s.prio), len(s.main), 0, 0
 	s.space.Broadcast()
 	if s.abortCode == 0 {
 		s.abortCode = -1
 		s.setDeadlineLocked()
 	}
 }
+
+// overflowLocked: the client keeps sending but does not read what it is
+// answered. The session ends with 1008: the read loop stops reading (so the
+// client can send no more), the queued replies are dropped (nobody reads
+// them) and the close frame follows the batch being written, if the client
+// reads again within the write timeout.
+func (s *session) overflowLocked() {
+	s.overflowed = true
+	for i, f := range s.prio[s.prioH:] {
+		putFrame(f)
+		s.prio[s.prioH+i] = nil
+	}
+	s.prioH, s.prioBytes = len(s.prio), 0
+	s.abortLocked(closePolicy, nil)
+}
+
+// frameOverhead is what a queued frame costs beyond its bytes: the pooled
+// frame, its slice headers and its queue slot (about 100 bytes), rounded
+// up. Counting it bounds a flood of empty pings too.
+const frameOverhead = 128
+
+func frameCost(f *frame) int { return len(f.hdr) + len(f.bin) + frameOverhead }
 
 // writeBuf is the encoding buffer of one batch. It is pooled and held only
 // while a batch is written, so an idle session holds none.

@@ -3,8 +3,11 @@ package sessions
 import (
 	"bytes"
 	"encoding/binary"
+	"net"
+	"runtime"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,6 +125,107 @@ func TestCancelBeforeTaskDone(t *testing.T) {
 			case done:
 				t.Fatalf("cancel %d: %s after task_done", k, ev.Type)
 			}
+		}
+	}
+}
+
+// A client that pings (or sends bad messages) and never reads is closed
+// with 1008 once its replies fill their cap; the session's memory stays
+// bounded whatever it sends. Before the cap, every pong was queued: 200,000
+// pings grew the heap by about 60 MB.
+func TestUnreadRepliesBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		send func(c *client) error
+	}{
+		{"pings", func(c *client) error {
+			return c.ws.WriteControl(websocket.PingMessage, bytes.Repeat([]byte{'p'}, 125), time.Now().Add(time.Minute))
+		}},
+		{"invalid messages", func(c *client) error {
+			return c.ws.WriteMessage(websocket.TextMessage, []byte(`{"type":"nope"}`))
+		}},
+		// Contexts with nothing to speak end at once: task_started and
+		// task_done for each, on both lanes.
+		{"finished contexts", func(c *client) error {
+			return c.ws.WriteMessage(websocket.TextMessage,
+				[]byte(`{"type":"task_start","context_id":"a","voice_id":"`+voiceReady+`","text":".","finalize":true}`))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Small socket buffers on the path from server to client: the
+			// server's writes block after a few replies, not after the
+			// megabytes the kernel would buffer.
+			// (The client's is set before it connects: set later, Linux
+			// keeps the window it advertised and buffers megabytes.)
+			small := func(c *net.TCPConn) error { return c.SetWriteBuffer(16 << 10) }
+			ts := startServer(t, Config{WriteTimeout: 20 * time.Second}, refDeps(nil), small)
+			c := ts.dialSmall(t, 16<<10)
+			base := heapInUse()
+			stop := make(chan struct{})
+			peak := make(chan uint64)
+			go func() { peak <- samplePeakHeap(stop) }()
+			// The sender stops once the server has seen that its replies
+			// are not read; until then it may block in a write (the server
+			// stops reading first), which the server's drain of its input
+			// completes.
+			const max = 200_000
+			var sent atomic.Int64
+			var stopSending atomic.Bool
+			sender := make(chan struct{})
+			go func() {
+				defer close(sender)
+				for sent.Load() < max && !stopSending.Load() && tc.send(c) == nil {
+					sent.Add(1)
+				}
+			}()
+			x := ts.session(t, 0).s
+			overflowed := func() bool {
+				x.mu.Lock()
+				defer x.mu.Unlock()
+				return x.overflowed
+			}
+			for deadline := time.Now().Add(time.Minute); !overflowed(); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					close(stop)
+					t.Fatalf("after %d messages whose replies are never read, the session is still open; the heap grew by %d MB",
+						sent.Load(), (int64(<-peak)-int64(base))>>20)
+				}
+			}
+			stopSending.Store(true)
+			close(stop)
+			if grown := int64(<-peak) - int64(base); grown > 8<<20 {
+				t.Errorf("heap grew by %d MB for %d messages", grown>>20, sent.Load())
+			}
+			// Now read: what was queued, then the close.
+			code, _ := c.expectClose(t)
+			if code != websocket.ClosePolicyViolation {
+				t.Errorf("close %d, want 1008", code)
+			}
+			<-sender
+		})
+	}
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapInuse
+}
+
+// samplePeakHeap returns the largest heap in use seen until stop closes.
+func samplePeakHeap(stop chan struct{}) uint64 {
+	var m runtime.MemStats
+	var peak uint64
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		runtime.ReadMemStats(&m)
+		peak = max(peak, m.HeapInuse)
+		select {
+		case <-stop:
+			return peak
+		case <-tick.C:
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 // duplicate keys the last wins, as in encoding/json.
 type Fields struct {
 	// Synthesis fields every transport shares (Options).
-	Text, Language, OutputFormat, SampleRate, NumStep, Expressiveness []byte
+	Text, Language, OutputFormat, SampleRate, NumStep, Expressiveness, Speed []byte
 	// WebSocket message fields (docs/realtime.md).
 	Type, ContextID, VoiceID, Finalize, GuidanceScale, LengthScale, IdleFlushMS []byte
 }
@@ -86,6 +86,8 @@ func (f *Fields) set(key, val []byte) {
 		f.NumStep = val
 	case "expressiveness":
 		f.Expressiveness = val
+	case "speed":
+		f.Speed = val
 	case "type":
 		f.Type = val
 	case "context_id":

@@ -17,6 +17,11 @@ const (
 	DefaultSampleRate = 24_000
 	MaxNumStep        = 32
 	DefaultNumStep    = 32
+	// MinSpeed and MaxSpeed bound the speed field, a rate multiplier: a
+	// quarter to four times the voice's pace (the widely used third-party
+	// speech API's range, so its clients' values pass unchanged).
+	MinSpeed = 0.25
+	MaxSpeed = 4.0
 )
 
 // Options is a validated synthesis request, the same for every transport.
@@ -27,8 +32,8 @@ type Options struct {
 	SampleRate int
 	NumStep    int
 	// Nil fields fall back to the voice's settings, then the engine default.
-	// Speak and stream bodies set only Expressiveness; the others are for
-	// transports that carry them (WebSocket length_scale is 1/Speed).
+	// Speak and stream bodies set Expressiveness and Speed; the others are
+	// for transports that carry them (WebSocket length_scale is 1/Speed).
 	Expressiveness *float64
 	Speed          *float64
 	Pitch          *float64
@@ -56,22 +61,28 @@ type Rules struct {
 	// DefaultLanguage is the language when the request names none; ""
 	// leaves it to the voice's primary language (Prepare).
 	DefaultLanguage string
+	// Speed: the body's speed field is read (speak and SSE); without it the
+	// key is ignored like any unknown one (the WebSocket has length_scale).
+	Speed bool
 }
 
 var (
-	pcmFormats = []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE}
+	// rawFormats: linear PCM, then G.711 for telephony (one byte a sample,
+	// at any allowed rate; telephony uses 8000).
+	rawFormats = []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE, codec.MuLaw, codec.ALaw}
 	// SpeakRules: POST /voices/{id}/speak (docs/api.md#speak).
-	SpeakRules = Rules{Format: codec.WAV, Formats: append([]codec.Format{codec.WAV}, pcmFormats...), MaxTextChars: MaxTextChars}
-	// StreamRules: POST /voices/{id}/stream, raw PCM only, f32le by default.
-	StreamRules = Rules{Format: codec.F32LE, Formats: pcmFormats, MaxTextChars: MaxTextChars}
+	SpeakRules = Rules{Format: codec.WAV, Formats: append([]codec.Format{codec.WAV}, rawFormats...),
+		MaxTextChars: MaxTextChars, Speed: true}
+	// StreamRules: POST /voices/{id}/stream, raw samples only, f32le by default.
+	StreamRules = Rules{Format: codec.F32LE, Formats: rawFormats, MaxTextChars: MaxTextChars, Speed: true}
 )
 
 // ParseSpeak validates a POST /voices/{id}/speak body. The default format
 // is wav. Every error is a 400 *control.Error.
 func ParseSpeak(body []byte) (Options, error) { return Parse(body, SpeakRules) }
 
-// ParseStream validates a POST /voices/{id}/stream body: raw PCM only,
-// f32le by default; wav is invalid_output_format.
+// ParseStream validates a POST /voices/{id}/stream body: raw samples only
+// (linear PCM, mulaw, alaw), f32le by default; wav is invalid_output_format.
 func ParseStream(body []byte) (Options, error) { return Parse(body, StreamRules) }
 
 // Parse validates a JSON body under r (Scan, then Fields.Options).
@@ -94,6 +105,7 @@ func Parse(body []byte, r Rules) (Options, error) {
 //	sample_rate     integer 8000-48000     else invalid_sample_rate (24000.0 is an integer)
 //	num_step        integer 1-32           else invalid_num_step
 //	expressiveness  number 0-1             else invalid_expressiveness
+//	speed           number 0.25-4          else invalid_speed (r.Speed; else ignored)
 //
 // A wrong type is refused with the field's own code. Fields are checked in
 // the order above whatever their order in the body, so one body always
@@ -163,6 +175,14 @@ func (f *Fields) Options(r Rules) (Options, error) {
 			return o, control.Errorf(control.EInvalidExpressive, "expressiveness must be a number from 0 to 1")
 		}
 		o.Expressiveness = &v
+	}
+
+	if r.Speed && !IsNull(f.Speed) {
+		v, ok := number(f.Speed)
+		if !ok || v < MinSpeed || v > MaxSpeed {
+			return o, control.Errorf(control.EInvalidSpeed, "speed must be a number from %g to %g", MinSpeed, MaxSpeed)
+		}
+		o.Speed = &v
 	}
 	return o, nil
 }

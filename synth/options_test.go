@@ -60,6 +60,16 @@ func TestParseCodes(t *testing.T) {
 		{"expressiveness negative", `{"text":"hi","expressiveness":-0.1}`, true, control.EInvalidExpressive},
 		{"expressiveness string", `{"text":"hi","expressiveness":"0.5"}`, false, control.EInvalidExpressive},
 		{"expressiveness array", `{"text":"hi","expressiveness":[0.5]}`, false, control.EInvalidExpressive},
+		{"speed low", `{"text":"hi","speed":0.24}`, false, control.EInvalidSpeed},
+		{"speed high", `{"text":"hi","speed":4.01}`, true, control.EInvalidSpeed},
+		{"speed zero", `{"text":"hi","speed":0}`, false, control.EInvalidSpeed},
+		{"speed negative", `{"text":"hi","speed":-1}`, true, control.EInvalidSpeed},
+		{"speed string", `{"text":"hi","speed":"fast"}`, false, control.EInvalidSpeed},
+		{"speed numeric string", `{"text":"hi","speed":"1.5"}`, true, control.EInvalidSpeed},
+		{"speed bool", `{"text":"hi","speed":true}`, false, control.EInvalidSpeed},
+		{"speed huge", `{"text":"hi","speed":1e999}`, false, control.EInvalidSpeed},
+		{"mulaw upper", `{"text":"hi","output_format":"MULAW"}`, false, control.EInvalidOutputFormat},
+		{"ulaw is not a name", `{"text":"hi","output_format":"ulaw"}`, true, control.EInvalidOutputFormat},
 		// One body, one code: text is checked first whatever the key order.
 		{"order", `{"sample_rate":"x","text":""}`, false, control.ETextRequired},
 		// Keys are exact: "Text" is an unknown field, so text is missing.
@@ -98,14 +108,24 @@ func TestParseAccepts(t *testing.T) {
 			Options{Text: "a", Format: codec.F32LE, SampleRate: 48000, NumStep: 32, Expressiveness: ptr(1.0)}},
 		{"nulls are absent", `{"text":"a","language":null,"output_format":null,"sample_rate":null,"num_step":null,"expressiveness":null}`, false,
 			Options{Text: "a", Format: codec.WAV, SampleRate: 24000, NumStep: 32}},
-		{"unknown fields and whitespace", " {\n \"voice\": {\"x\": [1, \"}\"]}, \"text\" : \"a\\\"b\\u00e9\" , \"speed\": \"fast\" }\n", false,
+		{"unknown fields and whitespace", " {\n \"voice\": {\"x\": [1, \"}\"]}, \"text\" : \"a\\\"b\\u00e9\" , \"pace\": \"fast\" }\n", false,
 			Options{Text: "a\"bé", Format: codec.WAV, SampleRate: 24000, NumStep: 32}},
 		{"escaped key, last duplicate wins", `{"text":"x","te\u0078t":"y"}`, false,
 			Options{Text: "y", Format: codec.WAV, SampleRate: 24000, NumStep: 32}},
 		{"empty language is the voice's", `{"text":"a","language":""}`, false,
 			Options{Text: "a", Format: codec.WAV, SampleRate: 24000, NumStep: 32}},
+		{"speed bounds low", `{"text":"a","speed":0.25}`, false,
+			Options{Text: "a", Format: codec.WAV, SampleRate: 24000, NumStep: 32, Speed: ptr(0.25)}},
+		{"speed bounds high", `{"text":"a","speed":4}`, true,
+			Options{Text: "a", Format: codec.F32LE, SampleRate: 24000, NumStep: 32, Speed: ptr(4.0)}},
+		{"speed null", `{"text":"a","speed":null}`, false,
+			Options{Text: "a", Format: codec.WAV, SampleRate: 24000, NumStep: 32}},
+		{"telephony mulaw 8k", `{"text":"a","output_format":"mulaw","sample_rate":8000}`, false,
+			Options{Text: "a", Format: codec.MuLaw, SampleRate: 8000, NumStep: 32}},
+		{"telephony alaw 8k sse", `{"text":"a","output_format":"alaw","sample_rate":8000}`, true,
+			Options{Text: "a", Format: codec.ALaw, SampleRate: 8000, NumStep: 32}},
 	}
-	for _, f := range []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE} {
+	for _, f := range []codec.Format{codec.S16LE, codec.S24LE, codec.S32LE, codec.F32LE, codec.F64LE, codec.MuLaw, codec.ALaw} {
 		for _, stream := range []bool{false, true} {
 			tests = append(tests, struct {
 				name   string
@@ -131,7 +151,11 @@ func TestParseAccepts(t *testing.T) {
 				g.Expressiveness != nil && *g.Expressiveness != *w.Expressiveness {
 				t.Fatalf("expressiveness %v, want %v", g.Expressiveness, w.Expressiveness)
 			}
+			if (g.Speed == nil) != (w.Speed == nil) || g.Speed != nil && *g.Speed != *w.Speed {
+				t.Fatalf("speed %v, want %v", g.Speed, w.Speed)
+			}
 			g.Expressiveness, w.Expressiveness = nil, nil
+			g.Speed, w.Speed = nil, nil
 			if g != w {
 				t.Fatalf("got %+v\nwant %+v", g, w)
 			}
@@ -181,7 +205,8 @@ func FuzzParseSpeak(f *testing.F) {
 		if err != nil {
 			switch control.ErrorCode(err) {
 			case control.EInvalidJSON, control.ETextRequired, control.EInvalidRequest, control.ETextTooLong, control.EInvalidLanguage,
-				control.EInvalidOutputFormat, control.EInvalidSampleRate, control.EInvalidNumStep, control.EInvalidExpressive:
+				control.EInvalidOutputFormat, control.EInvalidSampleRate, control.EInvalidNumStep, control.EInvalidExpressive,
+				control.EInvalidSpeed:
 			default:
 				t.Fatalf("refused with a code that is not a field's: %v", err)
 			}
@@ -192,6 +217,7 @@ func FuzzParseSpeak(f *testing.F) {
 			o.SampleRate < MinSampleRate || o.SampleRate > MaxSampleRate ||
 			o.NumStep < 1 || o.NumStep > MaxNumStep ||
 			o.Expressiveness != nil && (*o.Expressiveness < 0 || *o.Expressiveness > 1) ||
+			o.Speed != nil && (*o.Speed < MinSpeed || *o.Speed > MaxSpeed) ||
 			!(o.Format.IsPCM() || o.Format == codec.WAV) ||
 			o.Language != "" && !wellFormed(o.Language) {
 			t.Fatalf("accepted out-of-rule options %+v", o)
@@ -206,4 +232,34 @@ func FuzzParseSpeak(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSpeedRule: speak and SSE read speed; rules without Speed (the
+// WebSocket's, which has length_scale) ignore the key like an unknown one.
+func TestSpeedRule(t *testing.T) {
+	body := []byte(`{"text":"a","speed":9}`)
+	if _, err := Parse(body, Rules{Format: codec.F32LE, Formats: []codec.Format{codec.F32LE}, MaxTextChars: 10}); err != nil {
+		t.Fatalf("speed without the rule: %v", err)
+	}
+	o, err := ParseSpeak([]byte(`{"text":"a","speed":1.5}`))
+	if err != nil || o.Speed == nil || *o.Speed != 1.5 {
+		t.Fatalf("speak speed: %+v %v", o, err)
+	}
+}
+
+// TestFormatMessages: the invalid_output_format message lists what is
+// offered, telephony included.
+func TestFormatMessages(t *testing.T) {
+	for _, tc := range []struct {
+		parse func([]byte) (Options, error)
+		want  string
+	}{
+		{ParseSpeak, "wav, s16le, s24le, s32le, f32le, f64le, mulaw, alaw"},
+		{ParseStream, "s16le, s24le, s32le, f32le, f64le, mulaw, alaw"},
+	} {
+		_, err := tc.parse([]byte(`{"text":"a","output_format":"aac"}`))
+		if e := control.AsError(err); e.Code != control.EInvalidOutputFormat || !strings.HasSuffix(e.Message, tc.want) {
+			t.Errorf("%v, want a message listing %s", err, tc.want)
+		}
+	}
 }

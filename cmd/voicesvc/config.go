@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"runtime"
 	"time"
@@ -28,7 +29,8 @@ type serveConfig struct {
 	IdleTimeout   time.Duration
 	MaxConns      int // open connections at once; 0: the open-file limit less a reserve
 	ShutdownGrace time.Duration
-	LogLevel      string
+	LogLevel      slog.Level
+	LogFormat     string // text | json
 
 	// ConfigFile is the YAML file read at start (--config); Engines are
 	// the upstream engines it lists, beside the built-in one.
@@ -51,8 +53,11 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.MediaDir, "media-dir", "./data/media", "directory for clone previews, served under /media/ (empty = off); env VOICESVC_MEDIA_DIR")
 	fs.DurationVar(&c.IdleTimeout, "ws-idle-timeout", 600*time.Second, "realtime session idle timeout; env VOICESVC_WS_IDLE_TIMEOUT")
 	fs.IntVar(&c.MaxConns, "max-conns", 0, "open connections at once, kept below the open-file limit (0 = that limit less a quarter, at least 256, for the store, media files and engine pipes); env VOICESVC_MAX_CONNS")
-	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long in-flight work may finish on SIGTERM")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "debug|info|warn|error")
+	fs.DurationVar(&c.ShutdownGrace, "shutdown-grace", 20*time.Second, "how long in-flight work may finish on SIGTERM; env VOICESVC_SHUTDOWN_GRACE")
+	// slog.Level parses its own names (and offsets such as "warn+2"); an
+	// unknown one is refused at start like any bad flag.
+	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug|info|warn|error; env VOICESVC_LOG_LEVEL")
+	fs.StringVar(&c.LogFormat, "log-format", "text", "text (logfmt) or json (one object a line); env VOICESVC_LOG_FORMAT")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -84,7 +89,8 @@ var serveEnv = map[string]string{
 	"reference-rtf": "VOICESVC_REFERENCE_RTF", "media-dir": "VOICESVC_MEDIA_DIR",
 	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
 	"max-conns": "VOICESVC_MAX_CONNS",
-	"log-level": "VOICESVC_LOG_LEVEL", "config": "VOICESVC_CONFIG",
+	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
+	"config": "VOICESVC_CONFIG",
 }
 
 // applyEnv sets every flag not given on the command line from its
@@ -121,6 +127,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--ws-idle-timeout must be positive")
 	case c.MaxConns < 0:
 		return fmt.Errorf("--max-conns %d: want 0 (automatic) or more", c.MaxConns)
+	case c.LogFormat != "text" && c.LogFormat != "json":
+		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}
 	return nil
 }

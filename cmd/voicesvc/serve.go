@@ -28,7 +28,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "voicesvc serve: %v\n", err)
 		return 2
 	}
-	logger := newLogger(stderr, cfg.LogLevel)
+	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	if err := serve(ctx, cfg, logger, stderr); err != nil {
 		logger.Error("voicesvc stopped", "err", err)
 		return 1
@@ -164,12 +164,13 @@ func newLimiter(store control.Store) (control.Limiter, func()) {
 // whoever writes it (the HTTP library's messages quote request bytes, keys
 // and tokens included). It also becomes slog's and the log package's
 // default, so that nothing logs around it.
-func newLogger(w io.Writer, level string) *slog.Logger {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		l = slog.LevelInfo
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler = slog.NewTextHandler(w, opts)
+	if format == "json" {
+		h = slog.NewJSONHandler(w, opts)
 	}
-	logger := slog.New(redact.NewHandler(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})))
+	logger := slog.New(redact.NewHandler(h))
 	slog.SetDefault(logger)
 	return logger
 }
