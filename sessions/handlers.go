@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine"
 	"voicesvc/jsonw"
 	"voicesvc/synth"
 )
@@ -23,8 +24,12 @@ func (s *session) findLocked(id string) *task {
 // taskStart opens a context. Everything that can refuse it (fields, limits,
 // the voice, credits) is checked before it is billed or opened.
 func (s *session) taskStart(m *synth.Fields) (bool, error) {
-	langs := s.deps.Engine.Languages()
-	p, e := parseStart(m, s.cfg.IdleFlush, langs)
+	engines, err := s.engines()
+	if err != nil {
+		return true, s.fatal("", control.EInternal, "internal error", closeInternal, err)
+	}
+	// Any engine's language passes here; the voice's engine decides below.
+	p, e := parseStart(m, s.cfg.IdleFlush, engines.Languages())
 	if e != nil {
 		s.reject(e)
 		return false, nil
@@ -58,9 +63,15 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		}
 		return true, s.fatal(p.contextID, control.EInternal, "internal error", closeInternal, err)
 	}
-	// The voice's settings under the request's fields, and the engine's
-	// tag for the language: the same merge as every transport.
-	req, err := synth.Prepare(voice, p.opts, langs)
+	// The voice's engine, the voice's settings under the request's fields,
+	// and that engine's tag for the language: as on every transport.
+	eng, err := synth.EngineFor(engines, voice)
+	if err != nil {
+		e := control.AsError(err)
+		s.reject(&msgError{contextID: p.contextID, code: e.Code, msg: e.Message})
+		return false, nil
+	}
+	req, err := synth.Prepare(voice, p.opts, eng.Languages())
 	if err != nil {
 		s.reject(refusal(p.contextID, err))
 		return false, nil
@@ -70,7 +81,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req}
+		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req, eng: eng}
 	s.mu.Lock()
 	if s.abortCode != 0 {
 		// The session is ending (revoked, shutting down): the read loop
@@ -212,4 +223,16 @@ func (s *session) taskCancel(m *synth.Fields) {
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 	s.flushRefunds()
+}
+
+// engines is the registry the session renders with: Deps.Engines, or one
+// of Deps.Engine alone.
+func (s *session) engines() (*engine.Registry, error) {
+	if s.deps.Engines != nil {
+		return s.deps.Engines, nil
+	}
+	if s.deps.Engine == nil {
+		return nil, errors.New("sessions: no engine configured")
+	}
+	return engine.NewRegistry(s.deps.Engine)
 }
