@@ -1,7 +1,10 @@
 // Package upstream makes an OpenAI-compatible speech server (Kokoro-FastAPI,
 // LocalAI, Speaches, another voicesvc's compat endpoint) an engine.Engine:
 // each sentence is one POST {url}/audio/speech asking for streamed pcm,
-// read as it arrives and emitted in 20 ms chunks at the upstream's rate.
+// read as it arrives and emitted in 20 ms chunks at the upstream's rate
+// (a sentence's first audio as soon as it arrives, whatever its length:
+// waiting for a whole chunk cost a tenth of a millisecond of time to first
+// byte, about half of what the gateway added over the upstream).
 //
 // An engine has one or more replicas, each with its own keep-alive
 // connections and a cap on requests in flight; requests beyond the caps
