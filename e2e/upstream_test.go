@@ -113,6 +113,22 @@ func TestUpstreamThroughGateway(t *testing.T) {
 		}
 	}
 
+	// A remix of B's voice keeps B's engine, with the workspace's settings.
+	rm := mustCall(t, "POST", p.a.API+"/voices", map[string]any{"name": "Slow B", "consent": true,
+		"base_voice_id": p.voiceA, "settings": map[string]any{"speed": 0.5}}, keyHdr(p.keyA)...)
+	if rm.status != 201 {
+		t.Fatalf("remix: %d %s", rm.status, rm.body)
+	}
+	remix := rm.data(t)["voice"].(map[string]any)["id"].(string)
+	rs := synPost(t, p.a.API+"/voices/"+remix+"/speak", p.keyA, map[string]any{"text": upText, "output_format": "wav", "sample_rate": 24000})
+	aChars += len(upText)
+	if rs.status != 200 {
+		t.Fatalf("remix speak: %d %s", rs.status, rs.body)
+	}
+	if got := wavSeconds(t, rs.body); got < 1.5*want {
+		t.Fatalf("remix at half speed: %.3f s, B's voice at its speed %.3f s", got, want)
+	}
+
 	// A token limited to another voice cannot use B's voice through A.
 	var other string
 	for _, id := range synVoices(t, p.a, p.keyA) {
