@@ -34,11 +34,11 @@ func Probes() []Probe {
 		{Name: "sigterm-mid-stream", Run: probeSIGTERM,
 			Expected: "SSE/WS shutting_down, WS 1001, new 503, exit 0"},
 		{Name: "worker-kill-9", Run: probeWorkerKill,
-			Expected: "workers killed: SSE error event, later 200, alive"},
+			Expected: "workers killed: SSE ends with done or error, later 200, alive"},
 		{Name: "server-kill-mid-clone", Run: probeServerKillMidClone,
 			Expected: "restart on same store: clone job succeeds"},
 		{Name: "full-disk", Run: probeFullDisk,
-			Expected: "tmpfs full: clean failures, no *.tmp, alive"},
+			Expected: "tmpfs full: 503 store_unavailable not 500, no *.tmp, alive"},
 	}
 }
 

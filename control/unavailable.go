@@ -21,10 +21,16 @@ var ErrStoreUnavailable = &Error{Code: EStoreUnavailable,
 //     unknown host): the Postgres driver's connect and pool-acquire failures
 //     wrap the *net.OpError of the dial;
 //   - the syscall errors of a lost connection, wherever they are wrapped;
-//   - a Postgres SQLSTATE of class 08 (connection exception) or 57P01-57P03
-//     (the server is shutting down, crashed, or not yet accepting), read
-//     through the SQLState method of the driver's error so that control does
-//     not import the driver.
+//   - a Postgres SQLSTATE of class 08 (connection exception), 53
+//     (insufficient resources: disk full, out of memory, too many
+//     connections) or 57P01-57P03 (the server is shutting down, crashed, or
+//     not yet accepting), read through the SQLState method of the driver's
+//     error so that control does not import the driver;
+//   - a full disk under the store: ENOSPC, or SQLite's SQLITE_FULL (13) and
+//     SQLITE_IOERR (10, the write failed), read through the Code method of
+//     the SQLite driver's error. Space may come back (logs rotated, a
+//     volume grown); until then the store cannot take writes, which is not
+//     the request's fault.
 //
 // context.Canceled and DeadlineExceeded alone are not: they implement
 // net.Error too, which is why only *net.OpError is matched.
@@ -49,12 +55,26 @@ func StoreUnavailable(err error) bool {
 	var st interface{ SQLState() string }
 	if errors.As(err, &st) {
 		code := st.SQLState()
-		return strings.HasPrefix(code, "08") || code == "57P01" || code == "57P02" || code == "57P03"
+		return strings.HasPrefix(code, "08") || strings.HasPrefix(code, "53") ||
+			code == "57P01" || code == "57P02" || code == "57P03"
+	}
+	var lite interface{ Code() int }
+	if errors.As(err, &lite) {
+		switch lite.Code() & 0xff { // the primary result code of an extended one
+		case sqliteIOErr, sqliteFull:
+			return true
+		}
 	}
 	return false
 }
 
+// SQLite result codes (sqlite.org/rescode.html).
+const (
+	sqliteIOErr = 10
+	sqliteFull  = 13
+)
+
 var lostConnection = []error{
 	syscall.ECONNREFUSED, syscall.ECONNRESET, syscall.ECONNABORTED, syscall.EPIPE,
-	syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ETIMEDOUT,
+	syscall.ENETUNREACH, syscall.EHOSTUNREACH, syscall.ETIMEDOUT, syscall.ENOSPC,
 }

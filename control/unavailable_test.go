@@ -17,6 +17,12 @@ type sqlStateErr string
 func (e sqlStateErr) Error() string    { return "server error " + string(e) }
 func (e sqlStateErr) SQLState() string { return string(e) }
 
+// sqliteErr stands in for the SQLite driver's *sqlite.Error.
+type sqliteErr int
+
+func (e sqliteErr) Error() string { return fmt.Sprintf("sqlite error %d", int(e)) }
+func (e sqliteErr) Code() int     { return int(e) }
+
 func TestStoreUnavailable(t *testing.T) {
 	dial := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
 	for _, c := range []struct {
@@ -34,6 +40,12 @@ func TestStoreUnavailable(t *testing.T) {
 		{"starting up 57P03", sqlStateErr("57P03"), true},
 		{"connection failure 08006", sqlStateErr("08006"), true},
 		{"unique violation 23505", sqlStateErr("23505"), false},
+		{"postgres disk full 53100", sqlStateErr("53100"), true},
+		{"sqlite full", fmt.Errorf("exec: %w", sqliteErr(13)), true},
+		{"sqlite ioerr write (extended)", sqliteErr(10 | 3<<8), true},
+		{"sqlite constraint", sqliteErr(19), false},
+		{"sqlite busy", sqliteErr(5), false},
+		{"no space", fmt.Errorf("write media: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}), true},
 		{"store_unavailable error", ErrStoreUnavailable, true},
 		{"other *Error", Errorf(ENotFound, "x"), false},
 		{"deadline", context.DeadlineExceeded, false},

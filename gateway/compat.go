@@ -59,8 +59,7 @@ const compatParamKey = "compat_param"
 
 // compatRoutes registers the compat endpoint (called from routes).
 func (s *Server) compatRoutes(g *router.Group) {
-	rt := s.newRoute("POST "+compatPath, control.ScopeTTS, true)
-	rt.bearerKeys = true
+	rt := s.apiRoute("POST "+compatPath, control.ScopeTTS, withBearerKeys)
 	s.handle(g, "POST", compatPath, rt, s.compatSpeech)
 	s.compatListRoutes(g)
 }

@@ -37,8 +37,7 @@ func (s *Server) compatListRoutes(g *router.Group) {
 		path string
 		h    handlerFunc
 	}{{compatModelsPath, s.compatModels}, {compatVoicesPath, s.compatVoices}} {
-		rt := s.newRoute("GET "+r.path, control.ScopeTTS, true)
-		rt.bearerKeys = true
+		rt := s.apiRoute("GET "+r.path, control.ScopeTTS, withBearerKeys)
 		s.handle(g, "GET", r.path, rt, r.h)
 	}
 }

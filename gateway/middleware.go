@@ -22,13 +22,26 @@ import (
 // is never changed by the server, so a stream writer may keep it.
 type handlerFunc func(ctx *fasthttp.RequestCtx, p *Principal)
 
+// creds are the credentials a route takes besides an API key in X-API-Key
+// (docs/api.md#authentication).
+type creds uint8
+
+const (
+	keysOnly creds = iota
+	// withTokens: `Authorization: Bearer vst_...` access tokens too (speak,
+	// stream, the WebSocket).
+	withTokens
+	// withBearerKeys: `Authorization: Bearer vsk_...` API keys too (the
+	// compatible endpoint, docs/api.md#compatible-speech).
+	withBearerKeys
+)
+
 // route is what the wrapper knows about one registered route.
 type route struct {
 	name  string // metrics and log label: "GET /voices/{id}"
 	scope string // scope required of an API key; "" = no authentication
-	// tokens: `Authorization: Bearer vst_...` access tokens are accepted
-	// (speak, stream). bearerKeys: `Authorization: Bearer vsk_...` API keys
-	// are accepted (the compat endpoint, docs/api.md#compatible-speech).
+	// tokens and bearerKeys: the route's creds (withTokens,
+	// withBearerKeys), as the authentication reads them.
 	tokens     bool
 	bearerKeys bool
 	// cors: answer with CORS headers (API routes, docs/api.md#headers).
@@ -55,20 +68,20 @@ func (s *Server) routes() {
 	r.MethodNotAllowed = s.plain(s.newRoute("method_not_allowed", "", true), s.methodNotAllowed)
 
 	api := r.Group(APIRoot)
-	s.api(api, "GET", "/voices", control.ScopeVoicesRead, s.listVoices)
-	s.api(api, "POST", "/voices", control.ScopeVoicesWrite, s.idempotent(s.createVoice))
-	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, s.getVoice)
-	s.api(api, "PATCH", "/voices/{id}", control.ScopeVoicesWrite, s.updateVoice)
-	s.api(api, "DELETE", "/voices/{id}", control.ScopeVoicesWrite, s.deleteVoice)
-	s.api(api, "GET", "/jobs/{id}", control.ScopeVoicesRead, s.getJob)
+	s.api(api, "GET", "/voices", control.ScopeVoicesRead, keysOnly, s.listVoices)
+	s.api(api, "POST", "/voices", control.ScopeVoicesWrite, keysOnly, s.idempotent(s.createVoice))
+	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, keysOnly, s.getVoice)
+	s.api(api, "PATCH", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.updateVoice)
+	s.api(api, "DELETE", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.deleteVoice)
+	s.api(api, "GET", "/jobs/{id}", control.ScopeVoicesRead, keysOnly, s.getJob)
 	// Uploads (enroll.go, clone.go): multipart, free, answered 202.
-	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, s.idempotent(s.enroll))
-	s.api(api, "POST", "/voices/clone", control.ScopeClone, s.idempotent(s.clone))
+	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, keysOnly, s.idempotent(s.enroll))
+	s.api(api, "POST", "/voices/clone", control.ScopeClone, keysOnly, s.idempotent(s.clone))
 	// Synthesis (speak.go, stream.go). Access tokens are accepted; an
 	// idempotency wrapper (idempotency.go) goes around s.speak, whose
 	// response is buffered whenever an Idempotency-Key is sent.
-	s.api(api, "POST", "/voices/{id}/speak", control.ScopeTTS, s.idempotent(s.speak)).tokens = true
-	s.api(api, "POST", "/voices/{id}/stream", control.ScopeTTS, s.stream).tokens = true
+	s.api(api, "POST", "/voices/{id}/speak", control.ScopeTTS, withTokens, s.idempotent(s.speak))
+	s.api(api, "POST", "/voices/{id}/stream", control.ScopeTTS, withTokens, s.stream)
 	s.tokenRoutes(api) // POST /tokens; token auth and consumption (tokens.go)
 	// POST /compat/audio/speech: bearer API keys, third-party errors (compat.go)
 	s.compatRoutes(api)
@@ -87,13 +100,17 @@ func (s *Server) newRoute(name, scope string, cors bool) *route {
 		latency: s.metrics.latency.WithLabelValues(name)}
 }
 
-// api registers an authenticated API route under the API root. Routes that
-// take tokens or bearer keys build their *route with newRoute and set the
-// flags before calling handle.
-func (s *Server) api(g *router.Group, method, path, scope string, h handlerFunc) *route {
-	rt := s.newRoute(method+" "+path, scope, true)
-	s.handle(g, method, path, rt, h)
+// apiRoute describes an authenticated API route: its scope and the
+// credentials it takes besides X-API-Key.
+func (s *Server) apiRoute(name, scope string, c creds) *route {
+	rt := s.newRoute(name, scope, true)
+	rt.tokens, rt.bearerKeys = c == withTokens, c == withBearerKeys
 	return rt
+}
+
+// api registers an authenticated API route under the API root.
+func (s *Server) api(g *router.Group, method, path, scope string, c creds, h handlerFunc) {
+	s.handle(g, method, path, s.apiRoute(method+" "+path, scope, c), h)
 }
 
 func (s *Server) handle(g *router.Group, method, path string, rt *route, h handlerFunc) {

@@ -52,7 +52,7 @@ var (
 // tokenRoutes registers POST /tokens and plugs token authentication and
 // consumption into the server (called from routes, after initSynthesis).
 func (s *Server) tokenRoutes(api *router.Group) {
-	s.api(api, "POST", "/tokens", control.ScopeTTS, s.createToken)
+	s.api(api, "POST", "/tokens", control.ScopeTTS, keysOnly, s.createToken)
 	s.tokenAuth = s.tokenPrincipal
 	s.synth.consumeToken = s.consumeToken
 }

@@ -96,8 +96,7 @@ func (s *Server) wsRoutes(api *router.Group) {
 		ctx:    ctx,
 		cancel: cancel,
 	}
-	rt := s.newRoute("GET /stream", control.ScopeTTS, true)
-	rt.tokens = true
+	rt := s.apiRoute("GET /stream", control.ScopeTTS, withTokens)
 	api.GET("/stream", func(ctx *fasthttp.RequestCtx) {
 		start := reqStart(ctx)
 		s.begin(ctx, rt)

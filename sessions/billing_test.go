@@ -148,7 +148,7 @@ func TestBilledIsWhatStarted(t *testing.T) {
 		{name: "engine failure", fail: true, end: func(t *testing.T, ts *testServer, c *client) {
 			c.until(t, isType("task_failed", "a"))
 		}},
-		{name: "revocation", close: closeUnauthorized, code: control.EUnauthorized, end: func(t *testing.T, ts *testServer, c *client) {
+		{name: "revocation", close: disconnectUnauthorized.code, code: control.EUnauthorized, end: func(t *testing.T, ts *testServer, c *client) {
 			ts.session(t, 0).Revoke()
 		}},
 		{name: "shutdown", close: websocket.CloseGoingAway, code: control.EShuttingDown, end: func(t *testing.T, ts *testServer, c *client) {

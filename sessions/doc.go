@@ -1,5 +1,12 @@
-// What the gateway's WebSocket handshake must do around
-// Run, which assumes all of it has happened:
+// Package sessions runs one realtime WebSocket session (docs/realtime.md):
+// up to four synthesis contexts multiplexed on one socket, text
+// buffered and cut into sentences as soon as their end is certain, audio
+// sent as audio_chunk + binary pairs by a single writer, cancel, limits,
+// metering and the idle timeout.
+//
+// The gateway does the handshake (credentials, limits, billing headers),
+// upgrades, and calls Run on a connection it closes after Run returns;
+// what it must do around Run, which assumes all of it has happened:
 //
 //   - Check credentials (in the documented order), plan, billing, rate and
 //     the session and stream slots before upgrading, answering the documented

@@ -26,7 +26,7 @@ func (s *session) findLocked(id string) *task {
 func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	engines, err := s.engines()
 	if err != nil {
-		return true, s.fatal("", control.EInternal, "internal error", closeInternal, err)
+		return true, s.fatal("", control.EInternal, "internal error", disconnectInternal, err)
 	}
 	// Any engine's language passes here; the voice's engine decides below.
 	p, e := parseStart(m, s.cfg.IdleFlush, engines.Languages())
@@ -61,7 +61,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 			s.reject(me)
 			return false, nil
 		}
-		return true, s.fatal(p.contextID, control.EInternal, "internal error", closeInternal, err)
+		return true, s.fatal(p.contextID, control.EInternal, "internal error", disconnectInternal, err)
 	}
 	// The voice's engine, the voice's settings under the request's fields,
 	// and that engine's tag for the language: as on every transport.
@@ -83,7 +83,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
 		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req, eng: eng}
 	s.mu.Lock()
-	if s.abortCode != 0 {
+	if s.aborting != nil {
 		// The session is ending (revoked, shutting down): the read loop
 		// answers that; nothing of this frame is kept.
 		s.mu.Unlock()
@@ -134,9 +134,9 @@ func (s *session) charge(contextID string, chars int) (c control.Charge, end boo
 	case control.EInsufficientCredits, control.EQuotaExhausted:
 		// Running out mid-session is always this code, whether the
 		// allowance or the credits ran out.
-		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", closeCredits, err)
+		return c, true, s.fatal(contextID, control.EInsufficientCredits, "not enough characters left for this text", disconnectCredits, err)
 	}
-	return c, true, s.fatal(contextID, control.EInternal, "internal error", closeInternal, err)
+	return c, true, s.fatal(contextID, control.EInternal, "internal error", disconnectInternal, err)
 }
 
 func (s *session) taskContinue(m *synth.Fields) (bool, error) {
@@ -168,7 +168,7 @@ func (s *session) taskContinue(m *synth.Fields) (bool, error) {
 	// The task cannot have been cancelled (only this goroutine cancels),
 	// but it can have failed, or the session started ending, while the
 	// meter was asked.
-	closed := t.closed || s.abortCode != 0
+	closed := t.closed || s.aborting != nil
 	if !closed {
 		t.bill.add(charged)
 		t.appendLocked(p.text, p.finalize)
@@ -192,7 +192,7 @@ func (s *session) refund(c control.Charge) {
 func (s *session) ending() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.abortCode != 0 || s.stopping
+	return s.aborting != nil || s.stopping
 }
 
 func (s *session) taskCancel(m *synth.Fields) {

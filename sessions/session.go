@@ -1,11 +1,3 @@
-// Package sessions runs one realtime WebSocket session (docs/realtime.md):
-// up to four synthesis contexts multiplexed on one socket, text
-// buffered and cut into sentences as soon as their end is certain, audio
-// sent as audio_chunk + binary pairs by a single writer, cancel, limits,
-// metering and the idle timeout.
-//
-// The gateway does the handshake (credentials, limits, billing headers),
-// upgrades, and calls Run on a connection it closes after Run returns.
 package sessions
 
 import (
@@ -93,18 +85,33 @@ type Deps struct {
 	Logger    *slog.Logger
 }
 
-// Close codes (docs/realtime.md).
-const (
-	closeNormal       = websocket.CloseNormalClosure           // 1000
-	closeGoingAway    = websocket.CloseGoingAway               // 1001: server shutdown
-	closeInvalidUTF8  = websocket.CloseInvalidFramePayloadData // 1007
-	closeCredits      = websocket.ClosePolicyViolation         // 1008
-	closePolicy       = websocket.ClosePolicyViolation         // 1008: a client that does not read
-	closeTooBig       = websocket.CloseMessageTooBig           // 1009
-	closeInternal     = websocket.CloseInternalServerErr       // 1011
-	closeTryLater     = websocket.CloseTryAgainLater           // 1013: engine unavailable
-	closeUnauthorized = 4401                                   // credentials revoked or expired: do not reconnect
+// disconnect is how a session ends toward its client: the close code it
+// sends and why (centrifuge's Disconnect). A session that is not ending has
+// none (nil).
+type disconnect struct {
+	code   int    // the close frame's code; 0: none is sent (the socket is gone)
+	reason string // for the log
+}
+
+// The ways a session ends (docs/realtime.md#close-codes).
+var (
+	disconnectNormal       = &disconnect{websocket.CloseNormalClosure, "session ended"}
+	disconnectShutdown     = &disconnect{websocket.CloseGoingAway, "server shutting down"}
+	disconnectInvalidUTF8  = &disconnect{websocket.CloseInvalidFramePayloadData, "text frame is not UTF-8"}
+	disconnectCredits      = &disconnect{websocket.ClosePolicyViolation, "insufficient credits"}
+	disconnectNotReading   = &disconnect{websocket.ClosePolicyViolation, "the client does not read"}
+	disconnectTooBig       = &disconnect{websocket.CloseMessageTooBig, "message over the size limit"}
+	disconnectInternal     = &disconnect{websocket.CloseInternalServerErr, "internal error"}
+	disconnectTryLater     = &disconnect{websocket.CloseTryAgainLater, "engine unavailable"}
+	disconnectUnauthorized = &disconnect{4401, "credentials revoked or expired: do not reconnect"}
+	// disconnectBroken: a write to the client failed, so no close frame.
+	disconnectBroken = &disconnect{0, "write to the client failed"}
+	// disconnectGone: the client went away (EOF or its close), nothing to send.
+	disconnectGone = &disconnect{0, "client gone"}
 )
+
+// echo answers the client's own close frame with its code.
+func echo(code int) *disconnect { return &disconnect{code, "client closed"} }
 
 // session is everything one socket holds. It is kept small: an idle session
 // is this struct, the connection and the goroutine blocked in Run.
@@ -121,9 +128,9 @@ type session struct {
 	draining   []*task // finished contexts whose task_done is still queued
 	busy       int     // running runners
 	lastActive time.Time
-	// abortCode, once set, ends the session: the read loop is woken by a
-	// past read deadline and closes with it (-1: the socket is broken).
-	abortCode  int
+	// aborting, once set, ends the session: the read loop is woken by a
+	// past read deadline and ends it so.
+	aborting   *disconnect
 	abortFrame *frame
 	stopping   bool             // no new runners, no more frames
 	overflowed bool             // the replies' cap was hit: no more frames are queued
@@ -161,7 +168,7 @@ func New(conn *websocket.Conn, cfg Config, deps Deps) *Session {
 // it is called. It may be called from any goroutine, before, during or
 // after Run.
 func (x *Session) Revoke() {
-	x.s.abort(closeUnauthorized, errorFrame(control.EUnauthorized, "the API key of this session was revoked or has expired", true))
+	x.s.abort(disconnectUnauthorized, errorFrame(control.EUnauthorized, "the API key of this session was revoked or has expired", true))
 }
 
 // Drain starts a graceful shutdown: a session with no open context ends at
@@ -182,7 +189,7 @@ func (x *Session) Drain() {
 // lastContextClosedLocked ends a draining session once nothing is open.
 func (s *session) lastContextClosedLocked() {
 	if s.winding && !s.stopping {
-		s.abortLocked(closeGoingAway, shuttingDownFrame())
+		s.abortLocked(disconnectShutdown, shuttingDownFrame())
 	}
 }
 
@@ -223,7 +230,7 @@ func (x *Session) Run(ctx context.Context) error {
 	// even if a gateway enables negotiation (the writer never compresses).
 	conn.EnableWriteCompression(false)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { s.abort(closeGoingAway, shuttingDownFrame()) })
+		stop := context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, shuttingDownFrame()) })
 		defer stop()
 	}
 	s.mu.Lock()
@@ -249,7 +256,7 @@ func (s *session) readLoop() error {
 		}
 		if int64(buf.Len()) > s.cfg.MaxFrame {
 			putReadBuf(buf)
-			return s.finish(closeTooBig, nil, websocket.ErrReadLimit)
+			return s.finish(disconnectTooBig, nil, websocket.ErrReadLimit)
 		}
 		s.mu.Lock()
 		s.lastActive = time.Now()
@@ -263,7 +270,7 @@ func (s *session) readLoop() error {
 		// fasthttp/websocket does not check UTF-8 (RFC 6455 8.1).
 		if !utf8.Valid(buf.Bytes()) {
 			putReadBuf(buf)
-			return s.finish(closeInvalidUTF8, nil, errors.New("sessions: text frame is not UTF-8"))
+			return s.finish(disconnectInvalidUTF8, nil, errors.New("sessions: text frame is not UTF-8"))
 		}
 		end, err := s.handle(buf.Bytes())
 		putReadBuf(buf)
@@ -278,34 +285,34 @@ func (s *session) readLoop() error {
 func (s *session) endOnReadError(err error) error {
 	s.readFailed = true
 	s.mu.Lock()
-	code, f := s.abortCode, s.abortFrame
+	d, f := s.aborting, s.abortFrame
 	s.abortFrame = nil
 	s.mu.Unlock()
 	var ne net.Error
 	switch {
-	case code == -1:
-		return s.finish(0, nil, errors.New("sessions: write to client failed"))
-	case code != 0:
-		return s.finish(code, f, errors.New("sessions: aborted"))
+	case d == disconnectBroken:
+		return s.finish(d, nil, errors.New("sessions: write to client failed"))
+	case d != nil:
+		return s.finish(d, f, errors.New("sessions: aborted"))
 	case errors.Is(err, websocket.ErrReadLimit):
 		// A frame length that overflows the library's counter.
-		return s.finish(closeTooBig, nil, err)
+		return s.finish(disconnectTooBig, nil, err)
 	case errors.As(err, &ne) && ne.Timeout():
 		f := getFrame()
 		f.hdr = appendSessionEnded(f.hdr, "idle")
-		return s.finish(closeNormal, f, nil)
+		return s.finish(disconnectNormal, f, nil)
 	}
 	var ce *websocket.CloseError
 	if errors.As(err, &ce) && s.peerClosed {
 		// Echo the client's close (what the library's default handler
 		// does), after the writer has stopped. (A CloseError without a
 		// close frame is the library's 1006 for a truncated read.)
-		return s.finish(ce.Code, nil, nil)
+		return s.finish(echo(ce.Code), nil, nil)
 	}
 	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return s.finish(0, nil, nil)
+		return s.finish(disconnectGone, nil, nil)
 	}
-	return s.finish(0, nil, err)
+	return s.finish(disconnectGone, nil, err)
 }
 
 // onPing answers a client's ping through the writer (the library's default
@@ -361,7 +368,7 @@ func (s *session) dispatch(b []byte) (end bool, err error) {
 	case "session_end":
 		f := getFrame()
 		f.hdr = appendSessionEnded(f.hdr, "client_request")
-		return true, s.finish(closeNormal, f, nil)
+		return true, s.finish(disconnectNormal, f, nil)
 	}
 	s.reject(invalid("", "unknown message type %q", typ))
 	return false, nil
@@ -377,28 +384,28 @@ func (s *session) reject(e *msgError) {
 }
 
 // fatal ends the session with an error frame and a close code.
-func (s *session) fatal(contextID, code, msg string, closeCode int, cause error) error {
+func (s *session) fatal(contextID, code, msg string, d *disconnect, cause error) error {
 	f := getFrame()
 	f.hdr = appendError(f.hdr, contextID, code, msg, true)
-	return s.finish(closeCode, f, cause)
+	return s.finish(d, f, cause)
 }
 
 // abort asks the read loop to end the session from another goroutine (a
 // runner, the writer, server shutdown). The first reason wins.
-func (s *session) abort(code int, f *frame) {
+func (s *session) abort(d *disconnect, f *frame) {
 	s.mu.Lock()
-	s.abortLocked(code, f)
+	s.abortLocked(d, f)
 	s.mu.Unlock()
 }
 
-func (s *session) abortLocked(code int, f *frame) {
-	if s.abortCode != 0 || s.stopping {
+func (s *session) abortLocked(d *disconnect, f *frame) {
+	if s.aborting != nil || s.stopping {
 		if f != nil {
 			putFrame(f)
 		}
 		return
 	}
-	s.abortCode, s.abortFrame = code, f
+	s.aborting, s.abortFrame = d, f
 	s.setDeadlineLocked()
 }
 
@@ -408,7 +415,7 @@ func (s *session) abortLocked(code int, f *frame) {
 func (s *session) setDeadlineLocked() {
 	var d time.Time
 	switch {
-	case s.abortCode != 0:
+	case s.aborting != nil:
 		d = time.Unix(1, 0)
 	case s.busy > 0:
 	default:
@@ -418,9 +425,9 @@ func (s *session) setDeadlineLocked() {
 }
 
 // finish ends the session: stops every context, sends last (if any) after
-// what is already queued for the client, closes with code (0: no close
-// frame), waits for the client's close and for every goroutine.
-func (s *session) finish(code int, last *frame, cause error) error {
+// what is already queued for the client, closes as d says, waits for the
+// client's close and for every goroutine.
+func (s *session) finish(d *disconnect, last *frame, cause error) error {
 	s.mu.Lock()
 	for len(s.tasks) > 0 {
 		s.tasks[0].cancelLocked()
@@ -437,20 +444,20 @@ func (s *session) finish(code int, last *frame, cause error) error {
 	// From here on no writer runs or can start (stopping is set), so the
 	// close frame below is the last thing written and cannot interleave.
 	s.waitWriter()
-	if code != 0 && !broken {
-		msg := websocket.FormatCloseMessage(code, "")
+	if d.code != 0 && !broken {
+		msg := websocket.FormatCloseMessage(d.code, "")
 		if err := s.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
 			broken = true
 		}
 	}
 	// After echoing the client's close the handshake is complete.
-	if !broken && code != 0 && !s.peerClosed {
+	if !broken && d.code != 0 && !s.peerClosed {
 		s.drain()
 	}
 	s.wg.Wait()
 	s.flushRefunds()
 	if cause != nil {
-		s.log.Debug("websocket session ended", "close", code, "err", cause)
+		s.log.Debug("websocket session ended", "close", d.code, "reason", d.reason, "err", cause)
 	}
 	return cause
 }

@@ -120,7 +120,7 @@ func (t *task) onIdleFlush() {
 func (t *task) kickLocked() {
 	s := t.s
 	switch {
-	case t.closed || t.running || s.stopping || s.abortCode != 0:
+	case t.closed || t.running || s.stopping || s.aborting != nil:
 		// (An ending session starts no synthesis: nothing is billed
 		// after a revocation is seen, and its text is given back.)
 	case len(t.queued) > 0:
@@ -143,7 +143,7 @@ func (t *task) run(ctx context.Context) {
 	s := t.s
 	defer s.wg.Done()
 	s.mu.Lock()
-	for !t.closed && len(t.queued) > 0 && s.abortCode == 0 {
+	for !t.closed && len(t.queued) > 0 && s.aborting == nil {
 		// From here the sentence's characters are spent (billing.go).
 		text := t.queued[0].text
 		t.queuedChars -= t.queued[0].cost
@@ -379,7 +379,7 @@ func (t *task) failLocked(err error) {
 	if errors.Is(err, engine.ErrUnavailable) {
 		f := getFrame()
 		f.hdr = appendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
-		s.abortLocked(closeTryLater, f)
+		s.abortLocked(disconnectTryLater, f)
 		t.gone = true
 		t.closeLocked()
 		return

@@ -233,8 +233,8 @@ func (s *session) brokenLocked() {
 	}
 	s.prioH, s.mainH, s.bytes, s.prioBytes = len(s.prio), len(s.main), 0, 0
 	s.space.Broadcast()
-	if s.abortCode == 0 {
-		s.abortCode = -1
+	if s.aborting == nil {
+		s.aborting = disconnectBroken
 		s.setDeadlineLocked()
 	}
 }
@@ -251,7 +251,7 @@ func (s *session) overflowLocked() {
 		s.prio[s.prioH+i] = nil
 	}
 	s.prioH, s.prioBytes = len(s.prio), 0
-	s.abortLocked(closePolicy, nil)
+	s.abortLocked(disconnectNotReading, nil)
 }
 
 // frameOverhead is what a queued frame costs beyond its bytes: the pooled
