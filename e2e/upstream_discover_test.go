@@ -124,3 +124,29 @@ func TestUpstreamDiscover(t *testing.T) {
 		t.Fatalf("bf_emma is British English: %s", r.body)
 	}
 }
+
+// TestUpstreamDiscoverVoicesvc: discover against another voicesvc's compat
+// endpoint (its GET /compat/audio/voices) adds every voice of B.
+func TestUpstreamDiscoverVoicesvc(t *testing.T) {
+	b := harness.Start(t, harness.Options{Args: refArgs(0)})
+	_, keyB := harness.Workspace(t, b.DB, "enterprise")
+	cfg := fmt.Sprintf(`engines:
+  - name: b
+    type: openai
+    urls: [%s/compat]
+    api_key: %s
+    model: service-v1
+    discover: true
+`, b.API, keyB)
+	path := filepath.Join(t.TempDir(), "voicesvc.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := harness.Start(t, harness.Options{Args: refArgs(0, "--config", path)})
+	_, key := harness.Workspace(t, a.DB, "enterprise")
+	id := voiceByAlias(t, a, key, "b-ref-en-high")
+	r := synPost(t, a.API+"/voices/"+id+"/speak", key, map[string]any{"text": "Found by listing.", "output_format": "s16le"})
+	if r.status != 200 || len(r.body) == 0 {
+		t.Fatalf("speak a discovered voice: %d %.200s", r.status, r.body)
+	}
+}
