@@ -60,7 +60,12 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
 }
+a_pid=""
 cleanup() {
+  if [ -n "$a_pid" ]; then
+    kill -TERM "$a_pid" 2>/dev/null || true
+    wait "$a_pid" 2>/dev/null || true
+  fi
   stop_server
   rm -rf "$tmp"
 }
@@ -166,6 +171,7 @@ YAML
     --quiet --out "$OUT/upstream" | tee "$OUT/upstream/table.txt"
   kill -TERM "$a_pid" 2>/dev/null || true
   wait "$a_pid" 2>/dev/null || true
+  a_pid=""
   stop_server
   echo "   upstream done at +$(($(date +%s) - t0))s"
 fi
