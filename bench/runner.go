@@ -43,13 +43,13 @@ type Options struct {
 	// Voice its voice name, Model the model sent and APIKey optional. Via
 	// is a second such base URL (ViaKey, ViaPID) measured in turn with
 	// BaseURL, Rounds times per level.
-	Target string
-	Model  string
+	Target   string
+	Model    string
 	Via      string
 	ViaKey   string
 	ViaVoice string // default: Voice
-	ViaPID int
-	Rounds int
+	ViaPID   int
+	Rounds   int
 
 	setFlags map[string]bool // flags given on the command line (Main only)
 	capacity []Probe         // --capacity (suite only)
