@@ -175,8 +175,11 @@ func (c Config) withDefaults() Config {
 
 // Deps are the collaborators of the server. Store is required.
 type Deps struct {
-	Store   control.Store
-	Engine  engine.Engine   // nil until the engine is wired: /readyz answers 503
+	Store  control.Store
+	Engine engine.Engine // the built-in engine; nil until wired: /readyz answers 503
+	// Engines renders each voice with the engine it names (Voice.Engine);
+	// nil: a registry of Engine alone.
+	Engines *engine.Registry
 	Limiter control.Limiter // used by the synthesis routes; nil: in-process
 	Meter   control.Meter   // synthesis billing; nil: control.NewMeter(Store, Billing)
 	Logger  *slog.Logger    // nil: slog.Default()
@@ -202,7 +205,8 @@ type Deps struct {
 type Server struct {
 	cfg     Config
 	store   control.Store
-	engine  engine.Engine
+	engine  engine.Engine    // the built-in engine (languages of new voices)
+	engines *engine.Registry // every engine, by name; nil without an engine
 	limiter control.Limiter
 	log     *slog.Logger
 	billing string
@@ -267,8 +271,18 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
 	}
 	var err error
+	if s.engines = deps.Engines; s.engines == nil && deps.Engine != nil {
+		if s.engines, err = engine.NewRegistry(deps.Engine); err != nil {
+			return nil, err
+		}
+	}
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err
+	}
+	if s.engines != nil && len(s.engines.Others()) > 0 {
+		if err = s.metrics.reg.Register(newEngineCollector(s.engines)); err != nil {
+			return nil, err
+		}
 	}
 	if s.keys, err = newKeyCache(cfg); err != nil {
 		return nil, err

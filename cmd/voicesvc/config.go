@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine/upstream"
 )
 
 // serveConfig is every setting of `voicesvc serve`. Each flag falls back to
@@ -30,6 +31,11 @@ type serveConfig struct {
 	ShutdownGrace time.Duration
 	LogLevel      slog.Level
 	LogFormat     string // text | json
+
+	// ConfigFile is the YAML file read at start (--config); Engines are
+	// the upstream engines it lists, beside the built-in one.
+	ConfigFile string
+	Engines    []upstream.Config
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
@@ -52,11 +58,25 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	// unknown one is refused at start like any bad flag.
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug|info|warn|error; env VOICESVC_LOG_LEVEL")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (logfmt) or json (one object a line); env VOICESVC_LOG_FORMAT")
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// Precedence: flag, then environment, then the file, then the default.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, variable := range serveEnv {
+		if _, ok := os.LookupEnv(variable); ok {
+			set[name] = true
+		}
+	}
 	if err := applyEnv(fs, serveEnv); err != nil {
 		return c, err
+	}
+	if c.ConfigFile != "" {
+		if err := applyConfigFile(c.ConfigFile, fs, set, &c); err != nil {
+			return c, err
+		}
 	}
 	return c, c.validate()
 }
@@ -70,6 +90,7 @@ var serveEnv = map[string]string{
 	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
 	"max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
+	"config": "VOICESVC_CONFIG",
 }
 
 // applyEnv sets every flag not given on the command line from its
