@@ -3,12 +3,10 @@ package gateway
 import (
 	"context"
 	"log/slog"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"voicesvc/control"
 	"voicesvc/engine"
@@ -50,23 +48,7 @@ func engineServer(t *testing.T, up *fakeUpstream) *testServer {
 	if err := SeedCatalog(context.Background(), ts.store, builtin, up); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{}, Deps{Store: ts.store, Engine: builtin, Engines: reg, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	ts.srv, ts.base = srv, "http://"+ln.Addr().String()
+	ts.serve(Config{}, Deps{Store: ts.store, Engine: builtin, Engines: reg, Logger: slog.New(slog.DiscardHandler)})
 	ts.ws = ts.workspace("pro")
 	ts.key = ts.newKey(ts.ws.ID, nil, 0, false)
 	return ts
