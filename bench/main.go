@@ -142,6 +142,13 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid, and --duration, --warmup, --sweep, --capacity when given")
+	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional")
+	fs.StringVar(&o.Model, "model", "", "openai: the model sent (default tts-1)")
+	fs.StringVar(&o.Via, "via", "", "openai: a second OpenAI-compatible base URL (e.g. a voicesvc's .../compat in front of --base), measured in turn with --base; the report adds what it adds to the time to first audio byte")
+	fs.StringVar(&o.ViaKey, "via-key", "", "openai: the key for --via")
+	fs.StringVar(&o.ViaVoice, "via-voice", "", "openai: the voice name on --via (default --voice)")
+	fs.IntVar(&o.ViaPID, "via-pid", 0, "openai: the --via server's pid for its CPU (default: found by port on loopback)")
+	fs.IntVar(&o.Rounds, "rounds", 0, "openai: measured rounds per level, each --base then --via (default 1; 3 with --via)")
 	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err
@@ -162,6 +169,9 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 		return o, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.Scenarios = splitList(*scn)
+	if o.Rounds == 0 && o.Via != "" {
+		o.Rounds = 3
+	}
 	for _, s := range splitList(*sweep) {
 		v, err := strconv.ParseFloat(s, 64)
 		if err != nil || v <= 0 {
@@ -169,8 +179,11 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 		}
 		o.Sweep = append(o.Sweep, v)
 	}
-	if o.APIKey == "" {
+	if o.APIKey == "" && o.Target != "openai" {
 		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
+	}
+	if o.Target == "openai" && *suite {
+		return o, "", false, fmt.Errorf("--suite applies to --target voicesvc")
 	}
 	if !*quiet {
 		o.Progress = stderr

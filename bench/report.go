@@ -24,11 +24,15 @@ func WriteOutputs(dir string, run *Run, stdout io.Writer) error {
 	}
 	var md bytes.Buffer
 	writeMarkdown(&md, run, figs)
+	WriteGatewayAdded(&md, run)
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), md.Bytes(), 0o644); err != nil {
 		return err
 	}
 	if stdout != nil {
-		return WriteTable(stdout, run)
+		if err := WriteTable(stdout, run); err != nil {
+			return err
+		}
+		WriteGatewayAdded(stdout, run)
 	}
 	return nil
 }

@@ -38,6 +38,19 @@ type Options struct {
 	// streams" means.
 	Pace bool
 
+	// Target is the server's API: "voicesvc" (default) or "openai", any
+	// OpenAI-compatible speech server at BaseURL (its /audio/speech), with
+	// Voice its voice name, Model the model sent and APIKey optional. Via
+	// is a second such base URL (ViaKey, ViaPID) measured in turn with
+	// BaseURL, Rounds times per level.
+	Target   string
+	Model    string
+	Via      string
+	ViaKey   string
+	ViaVoice string // default: Voice
+	ViaPID   int
+	Rounds   int
+
 	setFlags map[string]bool // flags given on the command line (Main only)
 	capacity []Probe         // --capacity (suite only)
 }
@@ -62,11 +75,28 @@ func (o *Options) defaults() error {
 	if o.Text == "" {
 		o.Text = DefaultText
 	}
+	switch o.Target {
+	case "", "voicesvc":
+		o.Target = "voicesvc"
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
+		}
+	case "openai":
+		o.Scenarios = []string{scenarioOpenAI}
+		if o.Model == "" {
+			o.Model = "tts-1"
+		}
+		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
+			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
+		}
+	default:
+		return fmt.Errorf("--target %q: want voicesvc or openai", o.Target)
+	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
 	}
 	for _, s := range o.Scenarios {
-		if !contains(Scenarios, s) {
+		if o.Target == "voicesvc" && !contains(Scenarios, s) {
 			return fmt.Errorf("unknown scenario %q (want %s)", s, strings.Join(Scenarios, ", "))
 		}
 	}
@@ -122,6 +152,9 @@ func contains(xs []string, s string) bool {
 func Execute(ctx context.Context, o Options) (*Run, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
+	}
+	if o.Target == "openai" {
+		return executeOpenAI(ctx, o)
 	}
 	levels := o.Sweep
 	if len(levels) == 0 {

@@ -202,6 +202,10 @@ func probeSIGTERM(ctx context.Context, s *Suite) (string, bool) {
 	<-sseStarted
 	<-wsStarted
 	srv.Term()
+	// A request that reaches the server before the signal has been handled
+	// is served like any other: the new requests start once the drain has
+	// surely begun.
+	time.Sleep(100 * time.Millisecond)
 	fresh := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	newReqs := map[string]int{}
 	for i := 0; i < 10; i++ {

@@ -203,10 +203,14 @@ type Voice struct {
 	BaseVoiceID     string
 	Alias           string
 	Profile         []byte
-	ConsentAt       int64 // when consent was attested
-	ConsentKeyID    string
-	CreatedAt       int64
-	UpdatedAt       int64
+	// Engine names the engine that renders the voice: "" is the built-in
+	// engine, anything else an upstream engine of the server's
+	// configuration. A remix inherits its base voice's engine.
+	Engine       string
+	ConsentAt    int64 // when consent was attested
+	ConsentKeyID string
+	CreatedAt    int64
+	UpdatedAt    int64
 }
 
 // Usable reports whether workspace ws may synthesize with or read v.

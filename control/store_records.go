@@ -153,7 +153,7 @@ func SameCatalogVoice(a, b *Voice) bool {
 		a.CloneMethod == b.CloneMethod && a.Visibility == b.Visibility &&
 		a.PrimaryLanguage == b.PrimaryLanguage && la == lb && equalPtr(sa, sb) &&
 		a.SampleAudioURL == b.SampleAudioURL && a.BaseVoiceID == b.BaseVoiceID &&
-		bytes.Equal(a.Profile, b.Profile)
+		bytes.Equal(a.Profile, b.Profile) && a.Engine == b.Engine
 }
 
 // CatalogPlan is what seeding the catalog writes: voices to insert, voices

@@ -22,8 +22,8 @@ import (
 )
 
 // exportedSeries is every series a server can export, with its labels: the
-// descriptions its registry holds, for a server on the engine pool and one
-// on an upstream engine (whose replica series only it has).
+// descriptions its registry holds, for a server with the engine pool and an
+// upstream engine.
 func exportedSeries(t *testing.T) map[string][]string {
 	t.Helper()
 	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "voicesvc.db"))
@@ -43,35 +43,37 @@ func exportedSeries(t *testing.T) map[string][]string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { up.Close() })
+	engines, err := engine.NewRegistry(pool, up)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string][]string{}
 	desc := regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
-	for _, eng := range []engine.Engine{pool, up} {
-		// The serve command's registry: the Go and process collectors.
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		srv, err := gateway.New(gateway.Config{}, gateway.Deps{Store: store, Engine: eng, Registry: reg,
-			Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ch := make(chan *prometheus.Desc, 1024)
-		reg.Describe(ch)
-		close(ch)
-		for d := range ch {
-			m := desc.FindStringSubmatch(d.String())
-			if m == nil {
-				t.Fatalf("cannot read %s", d)
-			}
-			var labels []string
-			if m[2] != "" {
-				labels = strings.Split(m[2], ",")
-			}
-			out[m[1]] = labels
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		srv.Shutdown(ctx)
-		cancel()
+	// The serve command's registry: the Go and process collectors.
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	srv, err := gateway.New(gateway.Config{}, gateway.Deps{Store: store, Engine: pool, Engines: engines, Registry: reg,
+		Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
 	}
+	ch := make(chan *prometheus.Desc, 1024)
+	reg.Describe(ch)
+	close(ch)
+	for d := range ch {
+		m := desc.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read %s", d)
+		}
+		var labels []string
+		if m[2] != "" {
+			labels = strings.Split(m[2], ",")
+		}
+		out[m[1]] = labels
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	srv.Shutdown(ctx)
+	cancel()
 	return out
 }
 

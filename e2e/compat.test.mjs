@@ -407,3 +407,20 @@ test('CORS: the preflight allows the SDK headers; the audio headers are exposed'
   }
   assert.equal(res.headers.get('x-sample-rate'), '24000');
 });
+
+// The README's realtime example for a voice agent (examples/realtime-agent.mjs)
+// runs as written: tokens streamed into a context, audio and word timestamps
+// as they come, a barge-in cancel, and the receipt saying what was heard.
+test('the realtime agent example: barge-in receipt', { timeout: 60_000 }, async () => {
+  const flags = typeof WebSocket === 'undefined' ? ['--experimental-websocket'] : [];
+  const { stdout } = await run(process.execPath, [...flags, join(here, '..', 'examples', 'realtime-agent.mjs')], {
+    env: { ...process.env, VOICESVC_URL: apiRoot.replace('/voice-svc/api/v1/public', ''), VOICESVC_KEY: key,
+      VOICESVC_VOICE: voiceId, BARGE_IN_AFTER_S: '1.5' },
+  });
+  const out = JSON.parse(stdout.trim().split('\n').at(-1));
+  assert.equal(out.type, 'task_cancelled', stdout);
+  assert.ok(out.audio_sent_s >= 1.5, 'audio sent before the cancel: ' + out.audio_sent_s);
+  assert.ok(out.spoken_until > 0 && out.heard.length > 0, 'some words were heard: ' + stdout);
+  assert.ok('Sure. The train to Lyon leaves at nine fifteen'.startsWith(out.heard.slice(0, 20)), out.heard);
+  assert.ok(out.words > 0, 'word timestamps came');
+});

@@ -80,7 +80,7 @@ func (s *Server) initSynthesis(deps Deps) error {
 			return err
 		}
 	}
-	return registerEngineMetrics(s.metrics.reg, s.engine)
+	return registerEngineMetrics(s.metrics.reg, s.engines)
 }
 
 // limitTimeout bounds one limiter or meter call (a store round trip with

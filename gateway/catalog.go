@@ -24,21 +24,38 @@ func CatalogVoiceID(alias string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// SeedCatalog makes the catalog workspace own exactly the engine's built-in
-// voices, public and ready, each with its alias (docs/api.md#voices).
+// SeedCatalog makes the catalog workspace own exactly the engines' voices,
+// public and ready, each with its alias (docs/api.md#voices): eng's
+// (the built-in engine) and each upstream's, which name their engine.
 // Without an engine it seeds fallbackCatalog, the espeak-ng voices the
 // embedded engine ships, so that a fresh server lists voices at once.
-// Safe to run at every start and from several servers.
-func SeedCatalog(ctx context.Context, store control.VoiceService, eng engine.Engine) error {
+// An alias two engines claim stops the seeding. Safe to run at every start
+// and from several servers (with the same configuration).
+func SeedCatalog(ctx context.Context, store control.VoiceService, eng engine.Engine, upstreams ...engine.Engine) error {
 	var cat []engine.CatalogVoice
 	if eng != nil {
 		cat = eng.Catalog()
 	} else {
 		cat = fallbackCatalog
 	}
-	voices, err := catalogVoices(cat, control.NowMS())
+	voices, err := catalogVoices(cat, "", control.NowMS())
 	if err != nil {
 		return err
+	}
+	for _, up := range upstreams {
+		more, err := catalogVoices(up.Catalog(), up.Name(), control.NowMS())
+		if err != nil {
+			return err
+		}
+		voices = append(voices, more...)
+	}
+	seen := make(map[string]string, len(voices))
+	for _, v := range voices {
+		if other, dup := seen[v.Alias]; dup {
+			return fmt.Errorf("gateway: catalog alias %q is claimed by two engines (%q and %q; \"\" is the built-in)",
+				v.Alias, other, v.Engine)
+		}
+		seen[v.Alias] = v.Engine
 	}
 	if err := store.SeedCatalog(ctx, CatalogWorkspaceID, voices); err != nil {
 		return fmt.Errorf("gateway: seed catalog: %w", err)
@@ -46,7 +63,7 @@ func SeedCatalog(ctx context.Context, store control.VoiceService, eng engine.Eng
 	return nil
 }
 
-func catalogVoices(cat []engine.CatalogVoice, now int64) ([]*control.Voice, error) {
+func catalogVoices(cat []engine.CatalogVoice, engineName string, now int64) ([]*control.Voice, error) {
 	seen := make(map[string]bool, len(cat))
 	voices := make([]*control.Voice, 0, len(cat))
 	for _, c := range cat {
@@ -70,7 +87,7 @@ func catalogVoices(cat []engine.CatalogVoice, now int64) ([]*control.Voice, erro
 		voices = append(voices, &control.Voice{
 			ID: CatalogVoiceID(c.Alias), OrgID: CatalogWorkspaceID, Name: c.Name,
 			Status: control.VoiceReady, CloneMethod: "professional", Visibility: "public",
-			PrimaryLanguage: lang, Labels: labels, Alias: c.Alias, Profile: c.Profile,
+			PrimaryLanguage: lang, Labels: labels, Alias: c.Alias, Profile: c.Profile, Engine: engineName,
 			ConsentAt: now, CreatedAt: now, UpdatedAt: now,
 		})
 	}

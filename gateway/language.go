@@ -5,14 +5,14 @@ import (
 	"voicesvc/langtag"
 )
 
-// checkLanguage refuses a tag the engine does not speak, by the rule every
+// checkLanguage refuses a tag no engine speaks, by the rule every
 // transport shares (langtag.Match). Without an engine (not wired yet)
 // only the shape was checked.
 func (s *Server) checkLanguage(tag string) error {
-	if s.engine == nil {
+	if s.engines == nil {
 		return nil
 	}
-	if _, ok := langtag.Match(tag, s.engine.Languages()); ok {
+	if _, ok := langtag.Match(tag, s.engines.Languages()); ok {
 		return nil
 	}
 	return control.Errorf(control.EInvalidLanguage, "language %q is not supported", tag)

@@ -1,13 +1,10 @@
 package gateway
 
 import (
-	"context"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"voicesvc/control"
 )
@@ -17,23 +14,7 @@ func newMediaServer(t *testing.T) (*testServer, string) {
 	t.Helper()
 	dir := t.TempDir()
 	ts := &testServer{t: t, store: openStore(t, filepath.Join(t.TempDir(), "voicesvc.db"))}
-	srv, err := New(Config{}, Deps{Store: ts.store, MediaDir: dir, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	ts.srv, ts.base = srv, "http://"+ln.Addr().String()
+	ts.serve(Config{}, Deps{Store: ts.store, MediaDir: dir, Logger: slog.New(slog.DiscardHandler)})
 	ts.ws = ts.workspace("pro")
 	ts.key = ts.newKey(ts.ws.ID, nil, 0, false)
 	return ts, dir

@@ -180,8 +180,11 @@ func (c Config) withDefaults() Config {
 
 // Deps are the collaborators of the server. Store is required.
 type Deps struct {
-	Store   control.Store
-	Engine  engine.Engine   // nil until the engine is wired: /readyz answers 503
+	Store  control.Store
+	Engine engine.Engine // the built-in engine; nil until wired: /readyz answers 503
+	// Engines renders each voice with the engine it names (Voice.Engine);
+	// nil: a registry of Engine alone.
+	Engines *engine.Registry
 	Limiter control.Limiter // used by the synthesis routes; nil: in-process
 	Meter   control.Meter   // synthesis billing; nil: control.NewMeter(Store, Billing)
 	Logger  *slog.Logger    // nil: slog.Default()
@@ -210,7 +213,8 @@ type Deps struct {
 type Server struct {
 	cfg     Config
 	store   control.Store
-	engine  engine.Engine
+	engine  engine.Engine    // the built-in engine (languages of new voices)
+	engines *engine.Registry // every engine, by name; nil without an engine
 	limiter control.Limiter
 	log     *slog.Logger
 	billing string
@@ -279,6 +283,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.tracer = deps.TracerProvider.Tracer("voicesvc/gateway")
 	}
 	var err error
+	if s.engines = deps.Engines; s.engines == nil && deps.Engine != nil {
+		if s.engines, err = engine.NewRegistry(deps.Engine); err != nil {
+			return nil, err
+		}
+	}
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {
 		return nil, err
 	}

@@ -122,6 +122,7 @@ func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admiss
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
 	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
+	st.watchClient(ctx.Conn())
 	ctx.SetBodyStream(st, -1)
 }
 
@@ -193,18 +194,22 @@ func (s *Server) prepareSynth(id string, p *Principal, o synth.Options) (*synthJ
 	if p.Token != nil && len(p.Token.VoiceIDs) > 0 && !contains(p.Token.VoiceIDs, v.ID) {
 		return nil, control.Errorf(control.EVoiceNotAllowed, "the access token does not allow voice %s", v.ID)
 	}
-	if s.engine == nil {
+	if s.engines == nil {
 		return nil, errNoEngine
 	}
-	req, err := synth.Prepare(v, o, s.engine.Languages())
+	eng, err := synth.EngineFor(s.engines, v)
 	if err != nil {
 		return nil, err
 	}
-	pipe, err := codec.NewPipeline(s.engine.NativeRate(), o.Format, o.SampleRate)
+	req, err := synth.Prepare(v, o, eng.Languages())
 	if err != nil {
 		return nil, err
 	}
-	return &synthJob{eng: s.engine, req: req, pipe: pipe, opts: o, tr: tr}, nil
+	pipe, err := codec.NewPipeline(eng.NativeRate(), o.Format, o.SampleRate)
+	if err != nil {
+		return nil, err
+	}
+	return &synthJob{eng: eng, req: req, pipe: pipe, opts: o, tr: tr}, nil
 }
 
 func contains(list []string, s string) bool {

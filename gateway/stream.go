@@ -54,6 +54,7 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, p *Principal) {
 	h.SetContentTypeBytes(contentTypeSSE)
 	h.SetCanonical(hdrCacheControl, valNoCache)
 	h.SetCanonical(hdrAccelBuffering, valNo)
+	st.watchClient(ctx.Conn())
 	ctx.SetBodyStream(st, -1)
 }
 
@@ -145,6 +146,15 @@ type audioStream struct {
 	// WriteTimeout otherwise bounds the whole response).
 	conn net.Conn
 	idle time.Duration
+	// hangup watches the client's socket while the body streams, so
+	// that a client that leaves stops the synthesis at once.
+	hangup *hangupWatch
+}
+
+// watchClient stops the synthesis as soon as the client closes conn,
+// not only when a write to it fails.
+func (st *audioStream) watchClient(conn net.Conn) {
+	st.hangup = watchHangup(conn, func() { st.Close() })
 }
 
 // slidingDeadline makes the stream extend conn's write deadline by idle at
@@ -336,6 +346,9 @@ func (st *audioStream) Close() error {
 			st.closed()
 		}
 	})
+	// fasthttp calls Close before it reads the connection again: the
+	// watch is over, and the read deadline cleared, by then.
+	st.hangup.stop()
 	return nil
 }
 

@@ -10,7 +10,6 @@ import (
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -60,24 +59,8 @@ func newSynthServer(t testing.TB, o synthOpts) *synthServer {
 		t.Fatal(err)
 	}
 	lim := control.NewMemoryLimiter()
-	srv, err := New(o.cfg, Deps{Store: ts.store, Engine: o.eng, Limiter: lim, Billing: o.billing,
+	ts.serve(o.cfg, Deps{Store: ts.store, Engine: o.eng, Limiter: lim, Billing: o.billing,
 		Meter: o.meter, Logger: slog.New(slog.DiscardHandler), TracerProvider: o.tracer})
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	ts.srv, ts.base = srv, "http://"+ln.Addr().String()
 	ts.ws = ts.workspace(o.plan)
 	ts.key = ts.newKey(ts.ws.ID, nil, 0, false)
 	ss := &synthServer{testServer: ts, lim: lim}

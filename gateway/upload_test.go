@@ -3,7 +3,6 @@ package gateway
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -24,23 +23,7 @@ import (
 func newConfigServer(t *testing.T, cfg Config) *testServer {
 	t.Helper()
 	ts := &testServer{t: t, store: openStore(t, filepath.Join(t.TempDir(), "voicesvc.db"))}
-	srv, err := New(cfg, Deps{Store: ts.store, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-		<-done
-	})
-	ts.srv, ts.base = srv, "http://"+ln.Addr().String()
+	ts.serve(cfg, Deps{Store: ts.store, Logger: slog.New(slog.DiscardHandler)})
 	ts.ws = ts.workspace("pro")
 	ts.key = ts.newKey(ts.ws.ID, nil, 0, false)
 	return ts

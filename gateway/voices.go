@@ -166,7 +166,7 @@ func (s *Server) newVoice(in *voiceInput, p *Principal) (*control.Voice, error) 
 			return nil, control.Errorf(control.EVoiceNotReady, "base_voice_id: the base voice is not ready")
 		}
 		v.Status, v.CloneMethod, v.BaseVoiceID = control.VoiceReady, "remix", base.ID
-		v.Profile = append([]byte(nil), base.Profile...)
+		v.Profile, v.Engine = append([]byte(nil), base.Profile...), base.Engine
 		v.PrimaryLanguage, v.Settings = base.PrimaryLanguage, base.Settings
 	}
 	if err := s.applyInput(v, in); err != nil {

@@ -173,6 +173,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 	authAt := reqStart(ctx)
 	deps := sessions.Deps{
 		Engine:    s.engine,
+		Engines:   s.engines,
 		Voice:     s.sessionVoice(p),
 		Meter:     s.synth.meter,
 		Workspace: workspaceOf(p),

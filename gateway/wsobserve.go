@@ -21,23 +21,22 @@ import (
 
 // wsObserver observes the contexts of one session.
 type wsObserver struct {
-	s      *Server
-	engine string
-	link   trace.Link // the handshake's span; only with tracing on
+	s    *Server
+	link trace.Link // the handshake's span; only with tracing on
 }
 
 // wsObserverFor is the observer of a session opened by the handshake ctx.
 func (s *Server) wsObserverFor(ctx *fasthttp.RequestCtx) sessions.ContextObserver {
-	o := &wsObserver{s: s, engine: s.engine.Name()}
+	o := &wsObserver{s: s}
 	if rs := requestSpan(ctx); rs != nil {
 		o.link = trace.Link{SpanContext: rs.span.SpanContext()}
 	}
 	return o
 }
 
-func (o *wsObserver) ContextStarted(start time.Time) sessions.ContextSpan {
+func (o *wsObserver) ContextStarted(start time.Time, engine string) sessions.ContextSpan {
 	o.s.synth.m.contexts.Inc()
-	c := &wsContext{o: o, start: start}
+	c := &wsContext{o: o, start: start, engine: engine}
 	if o.s.tracer != nil {
 		_, c.span = o.s.tracer.Start(context.Background(), "websocket context",
 			trace.WithNewRoot(), trace.WithTimestamp(start), trace.WithLinks(o.link),
@@ -48,9 +47,10 @@ func (o *wsObserver) ContextStarted(start time.Time) sessions.ContextSpan {
 
 // wsContext follows one context.
 type wsContext struct {
-	o     *wsObserver
-	start time.Time
-	span  trace.Span // nil: tracing off
+	o      *wsObserver
+	start  time.Time
+	engine string
+	span   trace.Span // nil: tracing off
 }
 
 func (c *wsContext) TraceID() string {
@@ -61,7 +61,7 @@ func (c *wsContext) TraceID() string {
 }
 
 func (c *wsContext) FirstAudio(ttfa, engine time.Duration) {
-	c.o.s.synth.m.series(transportWebSocket).firstAudio(c.o.engine, ttfa)
+	c.o.s.synth.m.series(transportWebSocket).firstAudio(c.engine, ttfa)
 	if c.span == nil {
 		return
 	}

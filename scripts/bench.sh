@@ -16,6 +16,11 @@
 #   summary.md                                       (the figures and targets)
 # and bench/results/latest points at it.
 #
+# Then the upstream scenario (BENCH_UPSTREAM=0 skips it): the same client
+# against an espeak voicesvc directly and through a second voicesvc that
+# has it as its upstream engine, in turn (upstream/: results.json,
+# report.md and the gateway-added table).
+#
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
@@ -55,7 +60,12 @@ stop_server() {
   wait "$server_pid" 2>/dev/null || true
   server_pid=""
 }
+a_pid=""
 cleanup() {
+  if [ -n "$a_pid" ]; then
+    kill -TERM "$a_pid" 2>/dev/null || true
+    wait "$a_pid" 2>/dev/null || true
+  fi
   stop_server
   rm -rf "$tmp"
 }
@@ -113,6 +123,58 @@ for engine in $ENGINES; do
   stop_server
   echo "   $engine done at +$(($(date +%s) - t0))s"
 done
+
+# The upstream scenario: server B (espeak) and gateway A (the reference
+# engine built in, B's compat endpoint as its upstream engine "b"). One
+# client, `voicesvc bench --target openai`, asks B directly (--base) and
+# through A (--via) in turn, round after round, at UPSTREAM_LEVELS streams:
+# the difference is what the gateway adds to the time to first audio byte,
+# and A's CPU per audio second is measured from its pid. The streams are
+# paced like listeners (--pace), with a short text (UPSTREAM_TEXT, under a
+# second of speech) so that each level has hundreds of first bytes.
+if [ "${BENCH_UPSTREAM:-1}" = 1 ]; then
+  mkdir -p "$tmp/up-b" "$tmp/up-a" "$OUT/upstream"
+  start_server espeak "sqlite://$tmp/up-b/bench.db"
+  b_pid=$server_pid b_base=$base
+  b_key=$(workspace "sqlite://$tmp/up-b/bench.db")
+  cat >"$tmp/up-a/voicesvc.yaml" <<YAML
+engines:
+  - name: b
+    type: openai
+    urls: [$b_base/voice-svc/api/v1/public/compat]
+    api_key: $b_key
+    model: service-v1
+    max_concurrency: 128
+    voices:
+      - {alias: b-linda, voice: $VOICE_ESPEAK, language: en-US}
+YAML
+  a_log=$tmp/up-a/serve.log
+  "$BIN" serve --addr 127.0.0.1:0 --db "sqlite://$tmp/up-a/bench.db" --engine reference --engine-workers 0 \
+    --billing off --media-dir '' --log-level warn --config "$tmp/up-a/voicesvc.yaml" >"$a_log" 2>&1 &
+  a_pid=$!
+  a_base=""
+  for _ in $(seq 1 300); do
+    if addr=$(grep -oE 'voicesvc listening on http://[^ "]+' "$a_log" | head -1) && [ -n "$addr" ]; then
+      a_base="http://${addr#voicesvc listening on http://}"
+      break
+    fi
+    kill -0 "$a_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  [ -n "$a_base" ] || { echo "bench: gateway A did not start:" >&2; cat "$a_log" >&2; kill "$a_pid" 2>/dev/null; exit 1; }
+  a_key=$(workspace "sqlite://$tmp/up-a/bench.db")
+  echo "== upstream: B $b_base (pid $b_pid) directly and through A $a_base (pid $a_pid), levels ${UPSTREAM_LEVELS:-64}"
+  "$BIN" bench --target openai --base "$b_base/voice-svc/api/v1/public/compat" --key "$b_key" \
+    --voice "$VOICE_ESPEAK" --model service-v1 --server-pid "$b_pid" --text "${UPSTREAM_TEXT:-Thanks for calling.}" \
+    --via "$a_base/voice-svc/api/v1/public/compat" --via-key "$a_key" --via-voice b-linda --via-pid "$a_pid" \
+    --pace --sweep "${UPSTREAM_LEVELS:-64}" --rounds "${UPSTREAM_ROUNDS:-3}" --duration "$DURATION" --warmup "$WARMUP" \
+    --quiet --out "$OUT/upstream" | tee "$OUT/upstream/table.txt"
+  kill -TERM "$a_pid" 2>/dev/null || true
+  wait "$a_pid" 2>/dev/null || true
+  a_pid=""
+  stop_server
+  echo "   upstream done at +$(($(date +%s) - t0))s"
+fi
 
 set -- $ENGINES
 if [ $# -ge 2 ]; then

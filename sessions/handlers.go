@@ -24,8 +24,12 @@ func (s *session) findLocked(id string) *task {
 // taskStart opens a context. Everything that can refuse it (fields, limits,
 // the voice, credits) is checked before it is billed or opened.
 func (s *session) taskStart(m *synth.Fields) (bool, error) {
-	langs := s.deps.Engine.Languages()
-	p, e := parseStart(m, s.cfg.IdleFlush, langs)
+	engines, err := s.engines()
+	if err != nil {
+		return true, s.fatal("", control.EInternal, "internal error", disconnectInternal, err)
+	}
+	// Any engine's language passes here; the voice's engine decides below.
+	p, e := parseStart(m, s.cfg.IdleFlush, engines.Languages())
 	if e != nil {
 		s.reject(e)
 		return false, nil
@@ -59,9 +63,15 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		}
 		return true, s.fatal(p.contextID, control.EInternal, "internal error", disconnectInternal, err)
 	}
-	// The voice's settings under the request's fields, and the engine's
-	// tag for the language: the same merge as every transport.
-	req, err := synth.Prepare(voice, p.opts, langs)
+	// The voice's engine, the voice's settings under the request's fields,
+	// and that engine's tag for the language: as on every transport.
+	eng, err := synth.EngineFor(engines, voice)
+	if err != nil {
+		e := control.AsError(err)
+		s.reject(&msgError{contextID: p.contextID, code: e.Code, msg: e.Message})
+		return false, nil
+	}
+	req, err := synth.Prepare(voice, p.opts, eng.Languages())
 	if err != nil {
 		s.reject(refusal(p.contextID, err))
 		return false, nil
@@ -71,8 +81,8 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		return true, err
 	}
 	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req,
-		words: engine.WordTimes(s.deps.Engine)}
+		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req, eng: eng,
+		words: engine.WordTimes(eng)}
 	t.timestamps = t.words && p.opts.Timestamps
 	s.mu.Lock()
 	if s.aborting != nil {
@@ -216,4 +226,16 @@ func (s *session) taskCancel(m *synth.Fields) {
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 	s.flushRefunds()
+}
+
+// engines is the registry the session renders with: Deps.Engines, or one
+// of Deps.Engine alone.
+func (s *session) engines() (*engine.Registry, error) {
+	if s.deps.Engines != nil {
+		return s.deps.Engines, nil
+	}
+	if s.deps.Engine == nil {
+		return nil, errors.New("sessions: no engine configured")
+	}
+	return engine.NewRegistry(s.deps.Engine)
 }

@@ -6,9 +6,10 @@ import "time"
 // and tracing (Deps.Observer). Its calls come from the session's goroutines
 // and must not block.
 type ContextObserver interface {
-	// ContextStarted is called when task_start opens a context, at start.
-	// The returned ContextSpan follows that context; nil follows nothing.
-	ContextStarted(start time.Time) ContextSpan
+	// ContextStarted is called when task_start opens a context, at start,
+	// rendered by the engine named engine. The returned ContextSpan follows
+	// that context; nil follows nothing.
+	ContextStarted(start time.Time, engine string) ContextSpan
 }
 
 // ContextSpan follows one context.
@@ -40,7 +41,7 @@ const (
 // it), before any runner can read t.span.
 func (t *task) observeStart() {
 	if o := t.s.deps.Observer; o != nil {
-		t.span = o.ContextStarted(t.start)
+		t.span = o.ContextStarted(t.start, t.eng.Name())
 	}
 	if t.span != nil {
 		if id := t.span.TraceID(); id != "" {

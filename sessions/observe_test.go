@@ -20,7 +20,7 @@ type recorder struct {
 	ids    map[string]bool
 }
 
-func (r *recorder) ContextStarted(time.Time) ContextSpan {
+func (r *recorder) ContextStarted(time.Time, string) ContextSpan {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.n++

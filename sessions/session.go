@@ -70,6 +70,9 @@ func (c Config) withDefaults() Config {
 type Deps struct {
 	// Engine synthesizes one sentence per call (normally the engine pool).
 	Engine engine.Engine
+	// Engines renders each context with its voice's engine (the built-in
+	// one, or an upstream the voice names); nil: Engine alone.
+	Engines *engine.Registry
 	// Voice resolves a task_start voice_id for this session's credentials:
 	// *control.Error ENotFound or EVoiceNotReady -> voice_not_found,
 	// EVoiceNotAllowed -> voice_not_allowed (both non-fatal); any other

@@ -22,6 +22,7 @@ type task struct {
 	idJSON    []byte // id as a JSON string, for the hand-built frames
 	trace     string
 	req       engine.Request
+	eng       engine.Engine // the voice's engine
 	format    codec.Format
 	rate      int
 	idleFlush time.Duration
@@ -57,7 +58,12 @@ type task struct {
 	cancel      context.CancelFunc // the running runner's context
 
 	// Owned by the runner (runners of one task never overlap).
-	clock      *synth.WordClock
+	clock *synth.WordClock
+	// ahead is the next sentence rendering while the current one streams,
+	// for engines where that pays (engine.WantsAhead): its request to an
+	// upstream is then under way when its turn comes.
+	ahead      *engine.Ahead
+	aheadText  string
 	audio      float64 // seconds sent
 	generate   time.Duration
 	firstAudio time.Duration
@@ -159,9 +165,18 @@ func (t *task) run(ctx context.Context) {
 		index := t.nextIndex
 		t.nextIndex++
 		t.inflight = true
+		next := ""
+		if len(t.queued) > 0 && engine.WantsAhead(t.eng) {
+			next = t.queued[0].text
+		}
 		s.mu.Unlock()
 
-		dur, err := t.render(ctx, index, text, at)
+		pre := t.takeAhead(text)
+		if next != "" {
+			// At most one sentence ahead: the one after this.
+			t.aheadText, t.ahead = next, engine.RenderAhead(ctx, t.eng, t.request(next), aheadChunks)
+		}
+		dur, err := t.render(ctx, index, text, at, pre)
 
 		s.mu.Lock()
 		t.inflight = false
@@ -177,6 +192,13 @@ func (t *task) run(ctx context.Context) {
 		default:
 			t.failLocked(err)
 		}
+	}
+	if t.ahead != nil {
+		// Cancelled, failed or closed with a sentence rendering ahead:
+		// stop it (its characters are refunded with the queue's).
+		s.mu.Unlock()
+		t.takeAhead("")
+		s.mu.Lock()
 	}
 	t.running = false
 	t.cancel()
@@ -195,12 +217,43 @@ func (t *task) run(ctx context.Context) {
 	s.flushRefunds()
 }
 
+// aheadChunks bounds what a sentence rendering ahead holds before its turn:
+// a second of 20 ms chunks.
+const aheadChunks = 50
+
+// takeAhead returns the sentence rendering ahead when it is text, and
+// stops it otherwise (nil).
+func (t *task) takeAhead(text string) *engine.Ahead {
+	a := t.ahead
+	if a == nil {
+		return nil
+	}
+	t.ahead = nil
+	if t.aheadText != text || text == "" {
+		a.Cancel()
+		return nil
+	}
+	return a
+}
+
+// request is the task's engine request for one sentence. The pool serves
+// what is due first: a sentence is due when the context's audio so far
+// will have played (from its first chunk), so a context with audio in
+// hand yields to one whose listener waits.
+func (t *task) request(text string) engine.Request {
+	req := t.req
+	req.Text = text
+	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
+	return req
+}
+
 // render synthesizes one sentence, which starts at code point at of the
 // context's text, and queues its audio pairs (each after the words whose
-// start it holds). It returns the sentence's audio duration.
-func (t *task) render(ctx context.Context, index int, text string, at int) (float64, error) {
+// start it holds). It returns the sentence's audio duration. pre, when
+// set, is the sentence already rendering ahead.
+func (t *task) render(ctx context.Context, index int, text string, at int, pre *engine.Ahead) (float64, error) {
 	s := t.s
-	pipe, err := codec.NewPipeline(s.deps.Engine.NativeRate(), t.format, t.rate)
+	pipe, err := codec.NewPipeline(t.eng.NativeRate(), t.format, t.rate)
 	if err != nil {
 		return 0, err
 	}
@@ -227,17 +280,16 @@ func (t *task) render(ctx context.Context, index int, text string, at int) (floa
 		dur += d
 		return nil
 	}
-	req := t.req
-	req.Text = text
-	// The pool serves what is due first: this sentence is due when the
-	// context's audio so far will have played (from its first chunk), so
-	// a context with audio in hand yields to one whose listener waits.
-	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
+	req := t.request(text)
 	began = time.Now()
-	var eng engine.Engine = patient{s.deps.Engine}
+	var eng engine.Engine = t.eng
+	if pre != nil {
+		eng = &aheadFirst{Engine: t.eng, ahead: pre}
+	}
+	eng = patient{eng}
 	if t.words {
 		if t.clock == nil {
-			t.clock = synth.NewWordClock(s.deps.Engine.NativeRate(), "")
+			t.clock = synth.NewWordClock(t.eng.NativeRate(), "")
 		}
 		t.clock.Reset(text, at, t.audio)
 		eng = synth.Tap(eng, func(c engine.Chunk) error { return t.heardWords(index, t.clock.Chunk(c)) })
@@ -246,6 +298,21 @@ func (t *task) render(ctx context.Context, index int, text string, at int) (floa
 	t.generate += time.Since(began)
 	t.audio += dur
 	return dur, err
+}
+
+// aheadFirst plays the sentence rendered ahead; a second call (patient
+// trying again after the engine was busy) renders anew.
+type aheadFirst struct {
+	engine.Engine
+	ahead *engine.Ahead
+}
+
+func (a *aheadFirst) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
+	if pre := a.ahead; pre != nil {
+		a.ahead = nil
+		return pre.Synthesize(ctx, req, emit)
+	}
+	return a.Engine.Synthesize(ctx, req, emit)
 }
 
 // patient is the engine as a live session uses it: while the pool is full

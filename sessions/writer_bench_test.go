@@ -23,58 +23,71 @@ import (
 // headers, so most of the CPU is the engine, the codec and the writer.
 func BenchmarkStreamCPU(b *testing.B) {
 	for _, rtf := range []float64{0, 0.05} {
-		b.Run(fmt.Sprintf("rtf=%g", rtf), func(b *testing.B) {
-			ts := startServer(b, Config{}, refDeps(reference.New(reference.Options{RTF: rtf})))
-			const sockets, contexts = 16, 4
-			conns := make([]net.Conn, sockets)
-			readers := make([]*bufio.Reader, sockets)
-			for i := range conns {
-				c, err := rawDial(ts.addr)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer c.Close()
-				conns[i], readers[i] = c, bufio.NewReaderSize(c, 32<<10)
-			}
-			text := strings.Repeat("Hello there, this is one sentence. ", 4)
-			var chunks int64
-			var mu sync.Mutex
-			cpu0, w0 := cpuNow(), syscw()
-			t0 := time.Now()
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				var wg sync.WaitGroup
-				for s := range conns {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						for k := range contexts {
-							msg := `{"type":"task_start","context_id":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(k) +
-								`","voice_id":"` + voiceReady + `","text":"` + text + `","finalize":true}`
-							if err := rawSend(conns[s], msg); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-						n, err := rawReadUntilDone(readers[s], contexts)
-						if err != nil {
-							b.Error(err)
-						}
-						mu.Lock()
-						chunks += n
-						mu.Unlock()
-					}()
-				}
-				wg.Wait()
-			}
-			b.StopTimer()
-			el := time.Since(t0)
-			cpu, w := cpuNow()-cpu0, syscw()-w0
-			b.ReportMetric(float64(cpu)/float64(chunks), "cpu-ns/chunk")
-			b.ReportMetric(float64(w)/float64(chunks), "writes/chunk")
-			b.ReportMetric(float64(cpu)/float64(el), "cores")
-		})
+		b.Run(fmt.Sprintf("rtf=%g", rtf), func(b *testing.B) { benchStreamCPU(b, rtf, false) })
 	}
+}
+
+// BenchmarkTimestampsCPU: what word timestamps cost at 64 contexts (16
+// sockets of 4), unpaced: the same sessions with and without them,
+// interleaved by -count. The target is 2% of the CPU per chunk.
+func BenchmarkTimestampsCPU(b *testing.B) {
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("timestamps=%v", on), func(b *testing.B) { benchStreamCPU(b, 0, on) })
+	}
+}
+
+// benchStreamCPU: 64 contexts (16 sockets of 4) to the end, CPU per audio chunk.
+func benchStreamCPU(b *testing.B, rtf float64, timestamps bool) {
+	ts := startServer(b, Config{}, refDeps(reference.New(reference.Options{RTF: rtf})))
+	const sockets, contexts = 16, 4
+	conns := make([]net.Conn, sockets)
+	readers := make([]*bufio.Reader, sockets)
+	for i := range conns {
+		c, err := rawDial(ts.addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close()
+		conns[i], readers[i] = c, bufio.NewReaderSize(c, 32<<10)
+	}
+	text := strings.Repeat("Hello there, this is one sentence. ", 4)
+	var chunks int64
+	var mu sync.Mutex
+	cpu0, w0 := cpuNow(), syscw()
+	t0 := time.Now()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var wg sync.WaitGroup
+		for s := range conns {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for k := range contexts {
+					msg := `{"type":"task_start","context_id":"c` + strconv.Itoa(i) + `-` + strconv.Itoa(k) +
+						`","voice_id":"` + voiceReady + `","text":"` + text + `","finalize":true,"timestamps":` +
+						strconv.FormatBool(timestamps) + `}`
+					if err := rawSend(conns[s], msg); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+				n, err := rawReadUntilDone(readers[s], contexts)
+				if err != nil {
+					b.Error(err)
+				}
+				mu.Lock()
+				chunks += n
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+	}
+	b.StopTimer()
+	el := time.Since(t0)
+	cpu, w := cpuNow()-cpu0, syscw()-w0
+	b.ReportMetric(float64(cpu)/float64(chunks), "cpu-ns/chunk")
+	b.ReportMetric(float64(w)/float64(chunks), "writes/chunk")
+	b.ReportMetric(float64(cpu)/float64(el), "cores")
 }
 
 // rawSend writes a masked (zero key) client text frame.

@@ -109,7 +109,8 @@ func outputSamples(p *codec.Pipeline, bytes, in int64, inRate int) int64 {
 }
 
 // EngineError maps an engine failure to the error clients see: ErrBusy is
-// 503 upstream_busy with Retry-After 1, ErrInvalidInput 422 invalid_input,
+// 503 upstream_busy with Retry-After 1 (or the delay the error carries,
+// an upstream's own Retry-After), ErrUnknownEngine 503 unavailable, ErrInvalidInput 422 invalid_input,
 // anything else 502 upstream_error. An error that already is (or wraps) a
 // *control.Error passes as it is. The result wraps the *control.Error
 // (control.AsError and errors.As find it) and its Error() keeps the engine's
@@ -123,6 +124,14 @@ func EngineError(err error) error {
 		return err
 	case errors.Is(err, engine.ErrBusy):
 		ce = &control.Error{Code: control.EUpstreamBusy, Message: "the synthesis engine is at capacity", RetryAfter: 1}
+		// An upstream at capacity says when to come back (its Retry-After,
+		// or when its ejected replicas return): pass that on.
+		var ra interface{ RetryAfterSeconds() int }
+		if errors.As(err, &ra) && ra.RetryAfterSeconds() > 0 {
+			ce.RetryAfter = ra.RetryAfterSeconds()
+		}
+	case errors.Is(err, engine.ErrUnknownEngine):
+		ce = &control.Error{Code: control.EUnavailable, Message: "the voice's synthesis engine is not configured on this server"}
 	case errors.Is(err, engine.ErrInvalidInput):
 		// The one engine failure the client can act on: keep the reason.
 		ce = &control.Error{Code: control.EInvalidInput, Message: err.Error()}

@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"strconv"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
+	"voicesvc/engine/upstream"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -136,6 +138,8 @@ func TestRunEngineErrors(t *testing.T) {
 		{"unavailable", 0, engine.ErrUnavailable, control.EUpstreamError, 0, false},
 		{"mid-stream", 3, errors.New("worker died"), control.EUpstreamError, 0, true},
 		{"wrapped busy mid-stream", 2, errWrap{engine.ErrBusy}, control.EUpstreamBusy, 1, true},
+		{"upstream busy keeps its Retry-After", 0, &upstream.BusyError{RetryAfter: 7, Reason: "429"}, control.EUpstreamBusy, 7, false},
+		{"unknown engine", 0, fmt.Errorf("%w: no engine \"gone\"", engine.ErrUnknownEngine), control.EUnavailable, 0, false},
 		{"control error passes", 1, control.Errorf(control.EInsufficientCredits, "out"), control.EInsufficientCredits, 0, true},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/engine/upstream"
 )
 
 // serveConfig is every setting of `voicesvc serve`. Each flag falls back to
@@ -32,6 +33,11 @@ type serveConfig struct {
 	LogFormat     string // text | json
 	// MetricsWorkspace: the billing and refusal series get a workspace label.
 	MetricsWorkspace bool
+
+	// ConfigFile is the YAML file read at start (--config); Engines are
+	// the upstream engines it lists, beside the built-in one.
+	ConfigFile string
+	Engines    []upstream.Config
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
@@ -55,11 +61,25 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug|info|warn|error; env VOICESVC_LOG_LEVEL")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (logfmt) or json (one object a line); env VOICESVC_LOG_FORMAT")
 	fs.BoolVar(&c.MetricsWorkspace, "metrics-workspace-label", false, "label the billing and refusal series with the workspace id (one series per workspace); env VOICESVC_METRICS_WORKSPACE_LABEL")
+	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
+	// Precedence: flag, then environment, then the file, then the default.
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	for name, variable := range serveEnv {
+		if _, ok := os.LookupEnv(variable); ok {
+			set[name] = true
+		}
+	}
 	if err := applyEnv(fs, serveEnv); err != nil {
 		return c, err
+	}
+	if c.ConfigFile != "" {
+		if err := applyConfigFile(c.ConfigFile, fs, set, &c); err != nil {
+			return c, err
+		}
 	}
 	return c, c.validate()
 }
@@ -74,6 +94,7 @@ var serveEnv = map[string]string{
 	"max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
 	"metrics-workspace-label": "VOICESVC_METRICS_WORKSPACE_LABEL",
+	"config":                  "VOICESVC_CONFIG",
 }
 
 // applyEnv sets every flag not given on the command line from its

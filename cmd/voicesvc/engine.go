@@ -1,15 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
+	"time"
 
 	"voicesvc/engine"
 	"voicesvc/engine/espeak"
 	"voicesvc/engine/reference"
+	"voicesvc/engine/upstream"
 	"voicesvc/engine/worker"
 )
 
@@ -74,4 +77,36 @@ func runEngineWorker(stdin io.Reader, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// discoverTimeout bounds listing an upstream's voices at start: a replica
+// that does not answer by then adds no voices until the next start.
+const discoverTimeout = 10 * time.Second
+
+// newUpstreams builds the configured upstream engines and, for those with
+// discover, lists their voices. A discovery that fails is logged, not
+// fatal: the configured voices still serve.
+func newUpstreams(ctx context.Context, cfgs []upstream.Config, logger *slog.Logger) ([]engine.Engine, func(), error) {
+	var out []engine.Engine
+	closeAll := func() {
+		for _, e := range out {
+			e.(*upstream.Engine).Close()
+		}
+	}
+	for _, c := range cfgs {
+		e, err := upstream.New(c)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		out = append(out, e)
+		dctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+		n, err := e.Discover(dctx)
+		cancel()
+		if err != nil {
+			logger.Warn("upstream voices not listed", "engine", c.Name, "err", err)
+		}
+		logger.Info("upstream engine", "engine", c.Name, "replicas", len(c.URLs), "voices", len(e.Catalog()), "discovered", n)
+	}
+	return out, closeAll, nil
 }

@@ -13,6 +13,7 @@ import (
 	"voicesvc/cloning"
 	"voicesvc/control"
 	"voicesvc/control/postgres"
+	"voicesvc/engine"
 	"voicesvc/gateway"
 	"voicesvc/netguard"
 	"voicesvc/redact"
@@ -51,7 +52,17 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	}
 	defer closeEngine()
 
-	if err := gateway.SeedCatalog(ctx, store, eng); err != nil {
+	upstreams, closeUpstreams, err := newUpstreams(ctx, cfg.Engines, logger)
+	if err != nil {
+		return fmt.Errorf("engines: %w", err)
+	}
+	defer closeUpstreams()
+	engines, err := engine.NewRegistry(eng, upstreams...)
+	if err != nil {
+		return fmt.Errorf("engines: %w", err)
+	}
+
+	if err := gateway.SeedCatalog(ctx, store, eng, upstreams...); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 
@@ -85,6 +96,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		MetricsWorkspaceLabel: cfg.MetricsWorkspace}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
+		Engines:   engines,
 		Limiter:   limiter,
 		Logger:    logger,
 		Billing:   cfg.Billing,
@@ -100,7 +112,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 
 	// Tests and scripts read the bound address from this line.
 	fmt.Fprintf(stderr, "voicesvc listening on http://%s\n", ln.Addr())
-	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "billing", cfg.Billing,
+	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "upstreams", len(upstreams), "billing", cfg.Billing,
 		"max_conns", maxConns)
 
 	served := make(chan error, 1)

@@ -11,7 +11,7 @@ import (
 )
 
 const voiceCols = `id, org_id, name, description, status, clone_method, visibility, primary_language, labels,
-	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at`
+	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at, engine`
 
 // CreateVoice inserts v, filling its id and timestamps when empty.
 func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
@@ -24,10 +24,10 @@ func (db *DB) insertVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) erro
 	if err != nil {
 		return err
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO voices (`+voiceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18)`,
+	_, err = tx.Exec(ctx, `INSERT INTO voices (`+voiceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12,$13,$14,$15,$16,$17,$18,$19)`,
 		v.ID, v.OrgID, v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage,
 		labels, settings, v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.ConsentAt, v.ConsentKeyID,
-		v.CreatedAt, v.UpdatedAt)
+		v.CreatedAt, v.UpdatedAt, v.Engine)
 	if err != nil {
 		return fmt.Errorf("postgres: insert voice: %w", err)
 	}
@@ -40,7 +40,7 @@ func scanVoice(row pgx.Row) (*control.Voice, error) {
 	var v control.Voice
 	err := row.Scan(&v.ID, &v.OrgID, &v.Name, &v.Description, &v.Status, &v.CloneMethod, &v.Visibility,
 		&v.PrimaryLanguage, &v.Labels, &v.Settings, &v.SampleAudioURL, &v.BaseVoiceID, &v.Alias, &v.Profile,
-		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt)
+		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt, &v.Engine)
 	if err != nil {
 		return nil, err
 	}
@@ -133,9 +133,9 @@ func writeVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) error {
 	}
 	_, err = tx.Exec(ctx, `UPDATE voices SET name=$1, description=$2, status=$3, clone_method=$4, visibility=$5,
 		primary_language=$6, labels=$7, settings=$8, sample_audio_url=$9, base_voice_id=$10, alias=$11, profile=$12,
-		updated_at=$13 WHERE id=$14`,
+		updated_at=$13, engine=$14 WHERE id=$15`,
 		v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage, labels, settings,
-		v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.UpdatedAt, v.ID)
+		v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.UpdatedAt, v.Engine, v.ID)
 	if err != nil {
 		return fmt.Errorf("postgres: update voice: %w", err)
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 const voiceCols = `id, org_id, name, description, status, clone_method, visibility, primary_language, labels,
-	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at`
+	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at, engine`
 
 // CreateVoice inserts v, filling its id and timestamps when empty.
 func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
@@ -24,10 +24,10 @@ func (db *DB) insertVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) err
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO voices (`+voiceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
+	_, err = tx.ExecContext(ctx, `INSERT INTO voices (`+voiceCols+`) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`,
 		v.ID, v.OrgID, v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage,
 		labels, settings, v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.ConsentAt, v.ConsentKeyID,
-		v.CreatedAt, v.UpdatedAt)
+		v.CreatedAt, v.UpdatedAt, v.Engine)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert voice: %w", err)
 	}
@@ -40,7 +40,7 @@ func scanVoice(s rowScanner) (*control.Voice, error) {
 	var settings sql.NullString
 	if err := s.Scan(&v.ID, &v.OrgID, &v.Name, &v.Description, &v.Status, &v.CloneMethod, &v.Visibility,
 		&v.PrimaryLanguage, &labels, &settings, &v.SampleAudioURL, &v.BaseVoiceID, &v.Alias, &v.Profile,
-		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt); err != nil {
+		&v.ConsentAt, &v.ConsentKeyID, &v.CreatedAt, &v.UpdatedAt, &v.Engine); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(labels), &v.Labels); err != nil {
@@ -150,9 +150,9 @@ func writeVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
 	}
 	_, err = tx.ExecContext(ctx, `UPDATE voices SET name=?, description=?, status=?, clone_method=?, visibility=?,
 		primary_language=?, labels=?, settings=?, sample_audio_url=?, base_voice_id=?, alias=?, profile=?,
-		updated_at=? WHERE id=?`,
+		updated_at=?, engine=? WHERE id=?`,
 		v.Name, v.Description, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage, labels, settings,
-		v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.UpdatedAt, v.ID)
+		v.SampleAudioURL, v.BaseVoiceID, v.Alias, v.Profile, v.UpdatedAt, v.Engine, v.ID)
 	if err != nil {
 		return fmt.Errorf("sqlite: update voice: %w", err)
 	}

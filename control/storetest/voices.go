@@ -28,7 +28,7 @@ func testVoice(t *testing.T, s control.Store) {
 	v := newVoice(ws.ID, "mine")
 	v.Labels = []control.Label{{Key: "accent", Value: "scottish"}}
 	v.Settings = &control.VoiceSettings{Speed: ptr(1.25), EngineParams: map[string]any{"x": "y"}}
-	v.Profile = []byte{1, 2, 3}
+	v.Profile, v.Engine = []byte{1, 2, 3}, "up1"
 	mustVoice(t, s, v)
 	if !control.ValidID(v.ID) || v.CreatedAt == 0 {
 		t.Fatalf("id/timestamps not filled: %+v", v)
@@ -39,11 +39,11 @@ func testVoice(t *testing.T, s control.Store) {
 	}
 	if got.Name != "mine" || got.OrgID != ws.ID || len(got.Labels) != 1 || got.Labels[0].Value != "scottish" ||
 		got.Settings == nil || *got.Settings.Speed != 1.25 || got.Settings.EngineParams["x"] != "y" ||
-		!bytes.Equal(got.Profile, []byte{1, 2, 3}) {
+		!bytes.Equal(got.Profile, []byte{1, 2, 3}) || got.Engine != "up1" {
 		t.Fatalf("got %+v", got)
 	}
 	plain := mustVoice(t, s, newVoice(ws.ID, "plain"))
-	if got, _ := s.GetVoice(ctx, plain.ID); got == nil || got.Settings != nil || len(got.Labels) != 0 {
+	if got, _ := s.GetVoice(ctx, plain.ID); got == nil || got.Settings != nil || len(got.Labels) != 0 || got.Engine != "" {
 		t.Fatalf("unset settings/labels must stay unset: %+v", got)
 	}
 	pub := newVoice(other.ID, "Pub")
@@ -67,7 +67,8 @@ func testVoice(t *testing.T, s control.Store) {
 	got, _ = s.GetVoice(ctx, v.ID)
 	for _, x := range []*control.Voice{u, got} {
 		if x.Name != "renamed" || x.Description != "d" || x.PrimaryLanguage != "de" || len(x.Labels) != 0 ||
-			x.Settings != nil || x.Visibility != "org" || !bytes.Equal(x.Profile, []byte{1, 2, 3}) {
+			x.Settings != nil || x.Visibility != "org" || !bytes.Equal(x.Profile, []byte{1, 2, 3}) ||
+			x.Engine != "up1" {
 			t.Fatalf("after update %+v", x)
 		}
 	}
@@ -179,6 +180,16 @@ func testSeedCatalog(t *testing.T, s control.Store) {
 	wantCode(t, err, control.ENotFound)
 	if _, err := s.GetVoiceByAlias(ctx, "en-c"); err != nil {
 		t.Fatal(err)
+	}
+	// A voice that moves to another engine is rewritten (an upstream
+	// configured under the alias of a built-in voice).
+	moved := catalog("v2", "en-a", "en-c")
+	moved[0].Engine = "up1"
+	if err := s.SeedCatalog(ctx, catalogWS, moved); err != nil {
+		t.Fatal(err)
+	}
+	if a3, err := s.GetVoiceByAlias(ctx, "en-a"); err != nil || a3.Engine != "up1" || a3.ID != a1.ID {
+		t.Fatalf("engine not reseeded: %v %+v", err, a3)
 	}
 	ws := mustWorkspace(t, s, "free")
 	if _, total, err := s.ListVoices(ctx, control.VoiceFilter{WorkspaceID: ws.ID}); err != nil || total != 2 {

@@ -11,15 +11,21 @@ func (e *Engine) Collector() prometheus.Collector {
 }
 
 var (
-	replicaUp = prometheus.NewDesc("voicesvc_upstream_replica_up",
-		"1 when the replica takes requests, 0 while it is ejected.", []string{"engine", "replica"}, nil)
+	replicaUp = prometheus.NewDesc("voicesvc_upstream_up",
+		"1 while the replica takes requests, 0 while it is ejected.", []string{"engine", "replica"}, nil)
 	replicaOutstanding = prometheus.NewDesc("voicesvc_upstream_outstanding",
 		"Requests holding a slot of the replica now.", []string{"engine", "replica"}, nil)
 	replicaRequests = prometheus.NewDesc("voicesvc_upstream_requests_total",
-		"Attempts sent to the replica (a retry counts on the replica that took it).", []string{"engine", "replica"}, nil)
+		"Attempts sent to the replica (one per sentence and attempt; a retry counts on the replica that took it).",
+		[]string{"engine", "replica"}, nil)
 	replicaRetries = prometheus.NewDesc("voicesvc_upstream_retries_total",
-		"Attempts that retried a failure, by kind: elsewhere (another replica's failure) or stale (a closed kept-alive connection).",
-		[]string{"engine", "replica", "kind"}, nil)
+		"Attempts that retried on this replica a sentence that failed on another before any audio.",
+		[]string{"engine", "replica"}, nil)
+	replicaStale = prometheus.NewDesc("voicesvc_upstream_stale_retries_total",
+		"Attempts resent at once because a kept-alive connection to the replica turned out closed.",
+		[]string{"engine", "replica"}, nil)
+	replicaFailures = prometheus.NewDesc("voicesvc_upstream_failures_total",
+		"Failed attempts, every class (voicesvc_upstream_errors_total splits them).", []string{"engine", "replica"}, nil)
 	replicaErrors = prometheus.NewDesc("voicesvc_upstream_errors_total",
 		"Failed attempts by class: busy (429, 503, refused), invalid (400, 404, 413, 422), upstream (the rest).",
 		[]string{"engine", "replica", "class"}, nil)
@@ -31,7 +37,7 @@ type replicaCollector struct{ e *Engine }
 
 func (c *replicaCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{replicaUp, replicaOutstanding, replicaRequests, replicaRetries,
-		replicaErrors, replicaEjections} {
+		replicaStale, replicaFailures, replicaErrors, replicaEjections} {
 		ch <- d
 	}
 }
@@ -53,8 +59,9 @@ func (c *replicaCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(replicaUp, up)
 		gauge(replicaOutstanding, float64(r.Outstanding))
 		counter(replicaRequests, r.Requests)
-		counter(replicaRetries, r.Retries, "elsewhere")
-		counter(replicaRetries, r.StaleRetries, "stale")
+		counter(replicaRetries, r.Retries)
+		counter(replicaStale, r.StaleRetries)
+		counter(replicaFailures, r.ErrorsBusy+r.ErrorsInvalid+r.ErrorsUpstream)
 		counter(replicaErrors, r.ErrorsBusy, "busy")
 		counter(replicaErrors, r.ErrorsInvalid, "invalid")
 		counter(replicaErrors, r.ErrorsUpstream, "upstream")

@@ -44,7 +44,7 @@ func TestCollector(t *testing.T) {
 				if l.GetName() == "replica" && l.GetValue() != f.srv.URL {
 					t.Errorf("%s: replica label %q, want the configured URL", key, l.GetValue())
 				}
-				if l.GetName() == "class" || l.GetName() == "kind" {
+				if l.GetName() == "class" {
 					key += "/" + l.GetValue()
 				}
 			}
@@ -52,7 +52,10 @@ func TestCollector(t *testing.T) {
 		}
 	}
 	want := map[string]float64{
-		"voicesvc_upstream_replica_up":            1,
+		"voicesvc_upstream_up":                    1,
+		"voicesvc_upstream_failures_total":        1,
+		"voicesvc_upstream_retries_total":         0,
+		"voicesvc_upstream_stale_retries_total":   0,
 		"voicesvc_upstream_outstanding":           0,
 		"voicesvc_upstream_requests_total":        2,
 		"voicesvc_upstream_errors_total/invalid":  1,

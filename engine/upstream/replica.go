@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"voicesvc/loopback"
 )
 
 // replica is one server of an upstream engine, with its own keep-alive
@@ -37,12 +38,23 @@ type counters struct {
 }
 
 func newReplica(base string, slots int) *replica {
+	dialer := &net.Dialer{
+		Timeout:   5 * time.Second, // the first-byte timeout usually ends it sooner
+		KeepAlive: 30 * time.Second,
+	}
 	tr := &http.Transport{
 		Proxy: nil, // loopback or a private network: never through a proxy
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second, // the first-byte timeout usually ends it sooner
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		// An upstream on this machine is a loopback hop, where a pacing
+		// congestion control (BBR) holds small writes for milliseconds:
+		// package loopback turns it off there, as the server does for its
+		// own accepted connections.
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err == nil {
+				loopback.Unpace(c)
+			}
+			return c, err
+		},
 		// One connection per slot, kept alive between sentences: a new
 		// connection costs a round trip (two with TLS) before the first
 		// audio byte.

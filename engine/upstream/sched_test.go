@@ -201,7 +201,7 @@ func TestEjectionRefused(t *testing.T) {
 }
 
 // TestRetry: a sentence that fails before any audio is retried once on the
-// other replica; after its first chunk, it is not.
+// other replica; after its first audio, it is not.
 func TestRetry(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -217,7 +217,10 @@ func TestRetry(t *testing.T) {
 			http.Error(w, "full", http.StatusServiceUnavailable)
 			return true
 		}, true},
-		{"cut before a chunk", cutAfter(100), true},
+		// A sentence's first audio leaves with the first read, so "before
+		// any audio" is before a whole sample.
+		{"cut before a sample", cutAfter(1), true},
+		{"cut after the first audio", cutAfter(100), false},
 		{"cut after a chunk", cutAfter(4000), false},
 		{"422", func(w http.ResponseWriter, r *http.Request, _ speechBody) bool {
 			http.Error(w, `{"detail":"bad voice"}`, http.StatusUnprocessableEntity)

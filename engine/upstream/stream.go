@@ -97,7 +97,13 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 			// may block as long as the listener needs (a WebSocket
 			// session pauses synthesis while its client catches up).
 			timer.Stop()
-			if err := pcm.write((*bp)[:n], out); err != nil {
+			err := pcm.write((*bp)[:n], out)
+			if err == nil && !emitted && len(pcm.cur) > 0 {
+				// The sentence's first audio leaves with the first read,
+				// whole chunk or not: someone is waiting for it.
+				err = pcm.flush(out)
+			}
+			if err != nil {
 				pcm.drop()
 				return emitted, false, &attemptError{class: classCancel, err: err}
 			}

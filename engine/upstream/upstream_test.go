@@ -73,12 +73,15 @@ func TestSentencesAndRate(t *testing.T) {
 		t.Fatalf("got %d samples, want %d: the engine must pass the upstream's samples through", len(got), len(want))
 	}
 	lasts := 0
-	for _, c := range chunks {
+	for i, c := range chunks {
 		if c.Last {
 			lasts++
 		}
-		if !c.Last && len(c.Samples) != 320 { // 20 ms at 16 kHz
-			t.Fatalf("chunk of %d samples", len(c.Samples))
+		// 20 ms at 16 kHz; a sentence's first chunk is what the first
+		// read held, at most that.
+		first := i == 0 || chunks[i-1].Last
+		if !c.Last && (len(c.Samples) != 320 && !first || len(c.Samples) > 320 || len(c.Samples) == 0) {
+			t.Fatalf("chunk %d of %d samples", i, len(c.Samples))
 		}
 	}
 	reqs := f.requests()
@@ -209,7 +212,10 @@ func TestStaleConnection(t *testing.T) {
 		t.Errorf("%d samples, want %d", got, want)
 	}
 	st := e.Replicas()[0]
-	if st.StaleRetries != 2 || st.State != "up" || st.ErrorsUpstream != 0 || st.Completed != 3 {
+	// Sequentially, the 2nd and 3rd sentences would each meet one closed
+	// connection; with the next sentence rendered ahead, which connections
+	// are idle when depends on timing.
+	if st.StaleRetries < 1 || st.State != "up" || st.ErrorsUpstream != 0 || st.Completed != 3 {
 		t.Errorf("after stale connections: %+v", st)
 	}
 }

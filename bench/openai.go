@@ -1,0 +1,230 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The openai target benchmarks any OpenAI-compatible speech server
+// (Kokoro-FastAPI, LocalAI, Speaches, voicesvc's compat endpoint): POST
+// {base}/audio/speech asking for streamed pcm, as the upstream engines send
+// it. With --via, a second base URL (a voicesvc in front of the first, say)
+// is measured by the same client in the same run, level by level and round
+// by round in turn, so both see the same machine; the report adds what the
+// second adds to the first's time to first audio byte.
+
+// Scenario names of the openai target's results.
+const (
+	scenarioOpenAI    = "openai"     // --base
+	scenarioOpenAIVia = "openai-via" // --via
+)
+
+// openaiScenario streams one speech request per operation.
+type openaiScenario struct {
+	t          *target
+	url, key   string
+	model      string
+	rate       int
+	speechBody []byte
+}
+
+func newOpenAIScenario(t *target, base, key, model, voice string) *openaiScenario {
+	b, _ := json.Marshal(map[string]any{"model": model, "input": t.text, "voice": voice,
+		"response_format": "pcm", "stream": true})
+	return &openaiScenario{t: t, url: strings.TrimRight(base, "/") + "/audio/speech", key: key, rate: t.sampleRate, speechBody: b}
+}
+
+func (sc *openaiScenario) open(context.Context, int) error { return nil }
+func (sc *openaiScenario) close()                          {}
+func (sc *openaiScenario) do(ctx context.Context, _ int) sample {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, sc.url, bytes.NewReader(sc.speechBody))
+	if err != nil {
+		return sample{start: time.Now(), err: "client:request"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if sc.key != "" {
+		req.Header.Set("Authorization", "Bearer "+sc.key)
+	}
+	return sc.t.bodyOp(req, audioKind{format: "pcm", fixedRate: sc.rate})
+}
+
+// executeOpenAI is Execute for --target openai.
+func executeOpenAI(ctx context.Context, o Options) (*Run, error) {
+	if o.Voice == "" {
+		return nil, fmt.Errorf("--target openai needs --voice (the server's voice name)")
+	}
+	levels := o.Sweep
+	if len(levels) == 0 {
+		levels = []float64{float64(o.Concurrency)}
+	}
+	maxConns := o.Concurrency
+	for _, l := range levels {
+		maxConns = max(maxConns, int(l))
+	}
+	client := newHTTPClient(2 * maxConns)
+	defer client.CloseIdleConnections()
+	type side struct {
+		name  string
+		sc    *openaiScenario
+		usage usageSource
+	}
+	mk := func(name, base, key, voice string, pid int) side {
+		t := &target{base: base, key: key, client: client, text: o.Text, sampleRate: o.SampleRate}
+		return side{name: name, sc: newOpenAIScenario(t, base, key, o.Model, voice), usage: pickProcSource(base, pid)}
+	}
+	sides := []side{mk(scenarioOpenAI, o.BaseURL, o.APIKey, o.Voice, o.ServerPID)}
+	if o.Via != "" {
+		voice := o.ViaVoice
+		if voice == "" {
+			voice = o.Voice
+		}
+		sides = append(sides, mk(scenarioOpenAIVia, o.Via, o.ViaKey, voice, o.ViaPID))
+	}
+	rounds := max(o.Rounds, 1)
+	run := &Run{
+		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
+		Engine: "openai", Voice: o.Voice,
+		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+	}
+	for _, level := range levels {
+		for r := 1; r <= rounds; r++ {
+			for _, s := range sides {
+				if ctx.Err() != nil {
+					return run, ctx.Err()
+				}
+				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
+					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace}
+				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "pcm",
+					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: o.Pace}
+				if rounds > 1 {
+					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
+				}
+				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
+				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
+				res.Server = mon.finish()
+				rec.fill(res)
+				run.Results = append(run.Results, res)
+			}
+		}
+	}
+	return run, nil
+}
+
+// pickProcSource measures a local server by pid (given, else found by the
+// URL's loopback port); nil when neither works.
+func pickProcSource(base string, pid int) usageSource {
+	if pid == 0 {
+		pid = localPIDForURL(base)
+	}
+	if pid > 0 {
+		if _, _, err := (procSource{pid}).read(context.Background()); err == nil {
+			return procSource{pid}
+		}
+	}
+	return nil
+}
+
+// GatewayAdded is what --via adds over --base at one load level: the
+// medians over the rounds of each side's TTFB percentiles, their
+// differences, and the via server's CPU per second of audio.
+type GatewayAdded struct {
+	Concurrency               int
+	DirectP50, ViaP50         float64 // ms
+	DirectP99, ViaP99         float64 // ms
+	AddedP50, AddedP99        float64 // ms
+	ViaCPUPerAudioSecond      float64 // CPU seconds of the via server per audio second
+	DirectErrors, ViaErrors   int
+	DirectAudioPS, ViaAudioPS float64 // audio seconds per second
+	Rounds                    int
+}
+
+// GatewayAddedOf pairs the openai and openai-via results of a run.
+func GatewayAddedOf(run *Run) []GatewayAdded {
+	byLevel := map[int]*struct{ d, v []*Result }{}
+	var levels []int
+	for _, r := range run.Results {
+		if r.Scenario != scenarioOpenAI && r.Scenario != scenarioOpenAIVia {
+			continue
+		}
+		g := byLevel[r.Concurrency]
+		if g == nil {
+			g = &struct{ d, v []*Result }{}
+			byLevel[r.Concurrency] = g
+			levels = append(levels, r.Concurrency)
+		}
+		if r.Scenario == scenarioOpenAI {
+			g.d = append(g.d, r)
+		} else {
+			g.v = append(g.v, r)
+		}
+	}
+	sort.Ints(levels)
+	var out []GatewayAdded
+	for _, l := range levels {
+		g := byLevel[l]
+		if len(g.d) == 0 || len(g.v) == 0 {
+			continue
+		}
+		a := GatewayAdded{Concurrency: l, Rounds: len(g.v),
+			DirectP50:     medianOf(g.d, func(r *Result) float64 { return r.TTFB.P50 }),
+			ViaP50:        medianOf(g.v, func(r *Result) float64 { return r.TTFB.P50 }),
+			DirectP99:     medianOf(g.d, func(r *Result) float64 { return r.TTFB.P99 }),
+			ViaP99:        medianOf(g.v, func(r *Result) float64 { return r.TTFB.P99 }),
+			DirectAudioPS: medianOf(g.d, func(r *Result) float64 { return r.AudioPerSec }),
+			ViaAudioPS:    medianOf(g.v, func(r *Result) float64 { return r.AudioPerSec }),
+		}
+		a.AddedP50, a.AddedP99 = a.ViaP50-a.DirectP50, a.ViaP99-a.DirectP99
+		var cpu, audio float64
+		for _, r := range g.v {
+			cpu += r.Server.CPUSeconds
+			audio += r.AudioSeconds
+			a.ViaErrors += r.ErrorCount
+		}
+		for _, r := range g.d {
+			a.DirectErrors += r.ErrorCount
+		}
+		if audio > 0 {
+			a.ViaCPUPerAudioSecond = cpu / audio
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+func medianOf(rs []*Result, f func(*Result) float64) float64 {
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = f(r)
+	}
+	sort.Float64s(xs)
+	n := len(xs)
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// WriteGatewayAdded writes the table of GatewayAddedOf; nothing without
+// --via results.
+func WriteGatewayAdded(w io.Writer, run *Run) {
+	rows := GatewayAddedOf(run)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nTime to first audio byte, direct (--base) and through --via: medians over %d round(s)\n\n", rows[0].Rounds)
+	fmt.Fprintf(w, "| streams | direct p50 | via p50 | added p50 | direct p99 | via p99 | added p99 | via CPU s / audio s | errors direct/via |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
+	for _, a := range rows {
+		fmt.Fprintf(w, "| %d | %.3f ms | %.3f ms | %+.3f ms | %.3f ms | %.3f ms | %+.3f ms | %.4f | %d/%d |\n",
+			a.Concurrency, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99, a.AddedP99,
+			a.ViaCPUPerAudioSecond, a.DirectErrors, a.ViaErrors)
+	}
+}

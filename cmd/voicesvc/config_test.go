@@ -1,0 +1,91 @@
+package main
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeConfig(t *testing.T, body string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "voicesvc.yaml")
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+const goodConfig = `addr: 127.0.0.1:9999
+billing: meter
+engine_workers: 3
+ws-idle-timeout: 30s
+engines:
+  - name: up1
+    type: openai
+    urls: [http://127.0.0.1:9001/v1/]
+    api_key: k1
+    model: tts-1
+    timeout: 2s
+    voices:
+      - {alias: up1-linda, voice: linda, language: en-US, labels: {gender: female}}
+`
+
+// Flags beat the environment, which beats the file, which beats the
+// defaults; the engines come from the file.
+func TestConfigFilePrecedence(t *testing.T) {
+	path := writeConfig(t, goodConfig)
+	t.Setenv("VOICESVC_BILLING", "off")
+	for _, v := range []string{"VOICESVC_ADDR", "VOICESVC_ENGINE_WORKERS", "VOICESVC_WS_IDLE_TIMEOUT", "VOICESVC_CONFIG"} {
+		os.Unsetenv(v)
+	}
+	c, err := parseServeConfig([]string{"--config", path, "--engine-workers", "5"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:9999" || c.Billing != "off" || c.Workers != 5 || c.IdleTimeout != 30*time.Second ||
+		c.QueueDepth != 4096 {
+		t.Fatalf("precedence: %+v", c)
+	}
+	if len(c.Engines) != 1 {
+		t.Fatalf("engines: %+v", c.Engines)
+	}
+	e := c.Engines[0]
+	if e.Name != "up1" || e.URLs[0] != "http://127.0.0.1:9001/v1" || e.Timeout != 2*time.Second ||
+		e.MaxConcurrency != 8 || e.SampleRate != 24000 || e.Voices[0].Labels["gender"] != "female" {
+		t.Fatalf("engine: %+v", e)
+	}
+}
+
+// A bad file stops the server with the file's line and the reason.
+func TestConfigFileErrors(t *testing.T) {
+	os.Unsetenv("VOICESVC_CONFIG")
+	cases := []struct{ name, body, want string }{
+		{"syntax", "addr: [\n", "line"},
+		{"unknown setting", "addr: x\nbogus: 1\n", ":2: unknown setting \"bogus\""},
+		{"bad value", "\nengine_workers: many\n", ":2: engine_workers: "},
+		{"twice", "addr: a\naddr: b\n", ":2: addr is set twice"},
+		{"not a scalar", "addr: [a, b]\n", ":1: addr: want a single value"},
+		{"engines not a list", "engines: {}\n", ":1: engines: want a list"},
+		{"engine unknown key", "engines:\n  - name: up1\n    urll: x\n", ":3: engine: unknown key \"urll\""},
+		{"voice unknown key", "engines:\n  - name: up1\n    voices:\n      - {alias: a, voise: b}\n", ":4: voice: unknown key \"voise\""},
+		{"engine invalid", "engines:\n  - name: up1\n    type: openai\n    urls: [ftp://x]\n    model: m\n", ":2: upstream engine up1: urls[0]"},
+		{"engine reserved name", "engines:\n  - {name: espeak, type: openai, urls: [http://x], model: m}\n", ":2: engine name \"espeak\""},
+		{"engine twice", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m}\n  - {name: a, type: openai, urls: [http://y], model: m}\n", ":3: engine name \"a\" is used twice"},
+		{"engine bad type", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m, max_concurrency: lots}\n", ":2: "},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			path := writeConfig(t, c.body)
+			_, err := parseServeConfig([]string{"--config", path}, io.Discard)
+			if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("got %v, want %q with the path", err, c.want)
+			}
+		})
+	}
+	if _, err := parseServeConfig([]string{"--config", "/nonexistent/voicesvc.yaml"}, io.Discard); err == nil {
+		t.Fatal("a missing file must stop the server")
+	}
+}
