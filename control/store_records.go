@@ -175,6 +175,23 @@ func (p CatalogPlan) Changed() []string {
 	return ids
 }
 
+// Write runs the plan's inserts, then its rewrites, with the store's own
+// statements; deletions and change records are the store's (one statement
+// for many where it can).
+func (p CatalogPlan) Write(insert, rewrite func(*Voice) error) error {
+	for _, v := range p.Insert {
+		if err := insert(v); err != nil {
+			return err
+		}
+	}
+	for _, v := range p.Update {
+		if err := rewrite(v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // PlanCatalog decides how the catalog workspace catalogWS, which holds
 // existing, comes to hold exactly voices, matched by alias. It fills the
 // org, id and timestamps of every voice: a voice that keeps its alias keeps

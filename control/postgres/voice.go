@@ -187,15 +187,9 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			return err
 		}
 		plan := control.PlanCatalog(catalogWS, existing, voices, now)
-		for _, v := range plan.Insert {
-			if err := db.insertVoice(ctx, tx, v); err != nil {
-				return err
-			}
-		}
-		for _, v := range plan.Update {
-			if err := writeVoice(ctx, tx, v); err != nil {
-				return err
-			}
+		if err := plan.Write(func(v *control.Voice) error { return db.insertVoice(ctx, tx, v) },
+			func(v *control.Voice) error { return writeVoice(ctx, tx, v) }); err != nil {
+			return err
 		}
 		if len(plan.Delete) > 0 {
 			ids := make([]string, len(plan.Delete))

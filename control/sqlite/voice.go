@@ -196,15 +196,9 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			return err
 		}
 		plan := control.PlanCatalog(catalogWS, existing, voices, now)
-		for _, v := range plan.Insert {
-			if err := db.insertVoice(ctx, tx, v); err != nil {
-				return err
-			}
-		}
-		for _, v := range plan.Update {
-			if err := writeVoice(ctx, tx, v); err != nil {
-				return err
-			}
+		if err := plan.Write(func(v *control.Voice) error { return db.insertVoice(ctx, tx, v) },
+			func(v *control.Voice) error { return writeVoice(ctx, tx, v) }); err != nil {
+			return err
 		}
 		for _, v := range plan.Delete {
 			if _, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ?`, v.ID); err != nil {
