@@ -114,253 +114,181 @@ func (ts *timedStore) done(m storeMethod, start time.Time) {
 }
 
 func (ts *timedStore) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
-	start := time.Now()
-	r0 := ts.s.CreateWorkspace(ctx, w)
-	ts.done(mCreateWorkspace, start)
-	return r0
+	defer ts.done(mCreateWorkspace, time.Now())
+	return ts.s.CreateWorkspace(ctx, w)
 }
 
 func (ts *timedStore) GetWorkspace(ctx context.Context, id string) (*control.Workspace, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetWorkspace(ctx, id)
-	ts.done(mGetWorkspace, start)
-	return r0, r1
+	defer ts.done(mGetWorkspace, time.Now())
+	return ts.s.GetWorkspace(ctx, id)
 }
 
 func (ts *timedStore) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (*control.Workspace, error) {
-	start := time.Now()
-	r0, r1 := ts.s.UpdateWorkspace(ctx, id, upd)
-	ts.done(mUpdateWorkspace, start)
-	return r0, r1
+	defer ts.done(mUpdateWorkspace, time.Now())
+	return ts.s.UpdateWorkspace(ctx, id, upd)
 }
 
 func (ts *timedStore) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
-	start := time.Now()
-	r0 := ts.s.CreateAPIKey(ctx, k)
-	ts.done(mCreateAPIKey, start)
-	return r0
+	defer ts.done(mCreateAPIKey, time.Now())
+	return ts.s.CreateAPIKey(ctx, k)
 }
 
 func (ts *timedStore) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetAPIKeyByHash(ctx, hash)
-	ts.done(mGetAPIKeyByHash, start)
-	return r0, r1
+	defer ts.done(mGetAPIKeyByHash, time.Now())
+	return ts.s.GetAPIKeyByHash(ctx, hash)
 }
 
 func (ts *timedStore) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetAPIKey(ctx, id)
-	ts.done(mGetAPIKey, start)
-	return r0, r1
+	defer ts.done(mGetAPIKey, time.Now())
+	return ts.s.GetAPIKey(ctx, id)
 }
 
 func (ts *timedStore) RevokeAPIKey(ctx context.Context, id string, at int64) (*control.APIKey, error) {
-	start := time.Now()
-	r0, r1 := ts.s.RevokeAPIKey(ctx, id, at)
-	ts.done(mRevokeAPIKey, start)
-	return r0, r1
+	defer ts.done(mRevokeAPIKey, time.Now())
+	return ts.s.RevokeAPIKey(ctx, id, at)
 }
 
 func (ts *timedStore) CreateToken(ctx context.Context, t *control.AccessToken) error {
-	start := time.Now()
-	r0 := ts.s.CreateToken(ctx, t)
-	ts.done(mCreateToken, start)
-	return r0
+	defer ts.done(mCreateToken, time.Now())
+	return ts.s.CreateToken(ctx, t)
 }
 
 func (ts *timedStore) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessToken, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetTokenByHash(ctx, hash)
-	ts.done(mGetTokenByHash, start)
-	return r0, r1
+	defer ts.done(mGetTokenByHash, time.Now())
+	return ts.s.GetTokenByHash(ctx, hash)
 }
 
 func (ts *timedStore) ConsumeToken(ctx context.Context, hash []byte, now int64) error {
-	start := time.Now()
-	r0 := ts.s.ConsumeToken(ctx, hash, now)
-	ts.done(mConsumeToken, start)
-	return r0
+	defer ts.done(mConsumeToken, time.Now())
+	return ts.s.ConsumeToken(ctx, hash, now)
 }
 
 func (ts *timedStore) CreateVoice(ctx context.Context, v *control.Voice) error {
-	start := time.Now()
-	r0 := ts.s.CreateVoice(ctx, v)
-	ts.done(mCreateVoice, start)
-	return r0
+	defer ts.done(mCreateVoice, time.Now())
+	return ts.s.CreateVoice(ctx, v)
 }
 
 func (ts *timedStore) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetVoice(ctx, id)
-	ts.done(mGetVoice, start)
-	return r0, r1
+	defer ts.done(mGetVoice, time.Now())
+	return ts.s.GetVoice(ctx, id)
 }
 
 func (ts *timedStore) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetVoiceByAlias(ctx, alias)
-	ts.done(mGetVoiceByAlias, start)
-	return r0, r1
+	defer ts.done(mGetVoiceByAlias, time.Now())
+	return ts.s.GetVoiceByAlias(ctx, alias)
 }
 
 func (ts *timedStore) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error) {
-	start := time.Now()
-	r0, r1, r2 := ts.s.ListVoices(ctx, f)
-	ts.done(mListVoices, start)
-	return r0, r1, r2
+	defer ts.done(mListVoices, time.Now())
+	return ts.s.ListVoices(ctx, f)
 }
 
 func (ts *timedStore) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (*control.Voice, error) {
-	start := time.Now()
-	r0, r1 := ts.s.UpdateVoice(ctx, ws, id, upd)
-	ts.done(mUpdateVoice, start)
-	return r0, r1
+	defer ts.done(mUpdateVoice, time.Now())
+	return ts.s.UpdateVoice(ctx, ws, id, upd)
 }
 
 func (ts *timedStore) DeleteVoice(ctx context.Context, ws, id string) error {
-	start := time.Now()
-	r0 := ts.s.DeleteVoice(ctx, ws, id)
-	ts.done(mDeleteVoice, start)
-	return r0
+	defer ts.done(mDeleteVoice, time.Now())
+	return ts.s.DeleteVoice(ctx, ws, id)
 }
 
 func (ts *timedStore) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) error {
-	start := time.Now()
-	r0 := ts.s.SeedCatalog(ctx, catalogWS, voices)
-	ts.done(mSeedCatalog, start)
-	return r0
+	defer ts.done(mSeedCatalog, time.Now())
+	return ts.s.SeedCatalog(ctx, catalogWS, voices)
 }
 
 func (ts *timedStore) StartEnrollment(ctx context.Context, v *control.Voice, create bool, job *control.Job, clip *control.Clip) error {
-	start := time.Now()
-	r0 := ts.s.StartEnrollment(ctx, v, create, job, clip)
-	ts.done(mStartEnrollment, start)
-	return r0
+	defer ts.done(mStartEnrollment, time.Now())
+	return ts.s.StartEnrollment(ctx, v, create, job, clip)
 }
 
 func (ts *timedStore) GetJob(ctx context.Context, id string) (*control.Job, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetJob(ctx, id)
-	ts.done(mGetJob, start)
-	return r0, r1
+	defer ts.done(mGetJob, time.Now())
+	return ts.s.GetJob(ctx, id)
 }
 
 func (ts *timedStore) ClaimJob(ctx context.Context, owner string, lease time.Duration) (*control.Job, *control.Clip, error) {
-	start := time.Now()
-	r0, r1, r2 := ts.s.ClaimJob(ctx, owner, lease)
-	ts.done(mClaimJob, start)
-	return r0, r1, r2
+	defer ts.done(mClaimJob, time.Now())
+	return ts.s.ClaimJob(ctx, owner, lease)
 }
 
 func (ts *timedStore) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) error {
-	start := time.Now()
-	r0 := ts.s.ReportProgress(ctx, jobID, owner, progress, lease)
-	ts.done(mReportProgress, start)
-	return r0
+	defer ts.done(mReportProgress, time.Now())
+	return ts.s.ReportProgress(ctx, jobID, owner, progress, lease)
 }
 
 func (ts *timedStore) SucceedJob(ctx context.Context, jobID, owner string, profile []byte, sampleURL string) error {
-	start := time.Now()
-	r0 := ts.s.SucceedJob(ctx, jobID, owner, profile, sampleURL)
-	ts.done(mSucceedJob, start)
-	return r0
+	defer ts.done(mSucceedJob, time.Now())
+	return ts.s.SucceedJob(ctx, jobID, owner, profile, sampleURL)
 }
 
 func (ts *timedStore) FailJob(ctx context.Context, jobID, owner string, jerr control.JobError) error {
-	start := time.Now()
-	r0 := ts.s.FailJob(ctx, jobID, owner, jerr)
-	ts.done(mFailJob, start)
-	return r0
+	defer ts.done(mFailJob, time.Now())
+	return ts.s.FailJob(ctx, jobID, owner, jerr)
 }
 
 func (ts *timedStore) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
-	start := time.Now()
-	r0, r1 := ts.s.ExpireJobs(ctx, cutoff)
-	ts.done(mExpireJobs, start)
-	return r0, r1
+	defer ts.done(mExpireJobs, time.Now())
+	return ts.s.ExpireJobs(ctx, cutoff)
 }
 
 func (ts *timedStore) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (control.Charge, control.Balance, error) {
-	start := time.Now()
-	r0, r1, r2 := ts.s.Charge(ctx, ws, month, allowance, chars, enforce)
-	ts.done(mCharge, start)
-	return r0, r1, r2
+	defer ts.done(mCharge, time.Now())
+	return ts.s.Charge(ctx, ws, month, allowance, chars, enforce)
 }
 
 func (ts *timedStore) Refund(ctx context.Context, c control.Charge) error {
-	start := time.Now()
-	r0 := ts.s.Refund(ctx, c)
-	ts.done(mRefund, start)
-	return r0
+	defer ts.done(mRefund, time.Now())
+	return ts.s.Refund(ctx, c)
 }
 
 func (ts *timedStore) Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error) {
-	start := time.Now()
-	r0, r1 := ts.s.Balance(ctx, ws, month, allowance)
-	ts.done(mBalance, start)
-	return r0, r1
+	defer ts.done(mBalance, time.Now())
+	return ts.s.Balance(ctx, ws, month, allowance)
 }
 
 func (ts *timedStore) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, now int64) (*control.IdempotentResponse, error) {
-	start := time.Now()
-	r0, r1 := ts.s.BeginIdempotent(ctx, ws, key, fingerprint, now)
-	ts.done(mBeginIdempotent, start)
-	return r0, r1
+	defer ts.done(mBeginIdempotent, time.Now())
+	return ts.s.BeginIdempotent(ctx, ws, key, fingerprint, now)
 }
 
 func (ts *timedStore) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
-	start := time.Now()
-	r0 := ts.s.FinishIdempotent(ctx, ws, key, resp)
-	ts.done(mFinishIdempotent, start)
-	return r0
+	defer ts.done(mFinishIdempotent, time.Now())
+	return ts.s.FinishIdempotent(ctx, ws, key, resp)
 }
 
 func (ts *timedStore) AbandonIdempotent(ctx context.Context, ws, key string) error {
-	start := time.Now()
-	r0 := ts.s.AbandonIdempotent(ctx, ws, key)
-	ts.done(mAbandonIdempotent, start)
-	return r0
+	defer ts.done(mAbandonIdempotent, time.Now())
+	return ts.s.AbandonIdempotent(ctx, ws, key)
 }
 
 func (ts *timedStore) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
-	start := time.Now()
-	r0 := ts.s.CreateLoginLink(ctx, l)
-	ts.done(mCreateLoginLink, start)
-	return r0
+	defer ts.done(mCreateLoginLink, time.Now())
+	return ts.s.CreateLoginLink(ctx, l)
 }
 
 func (ts *timedStore) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) error {
-	start := time.Now()
-	r0 := ts.s.RedeemLoginLink(ctx, hash, now, sess)
-	ts.done(mRedeemLoginLink, start)
-	return r0
+	defer ts.done(mRedeemLoginLink, time.Now())
+	return ts.s.RedeemLoginLink(ctx, hash, now, sess)
 }
 
 func (ts *timedStore) GetDashboardSession(ctx context.Context, hash []byte, now int64) (*control.DashboardSession, error) {
-	start := time.Now()
-	r0, r1 := ts.s.GetDashboardSession(ctx, hash, now)
-	ts.done(mGetDashboardSession, start)
-	return r0, r1
+	defer ts.done(mGetDashboardSession, time.Now())
+	return ts.s.GetDashboardSession(ctx, hash, now)
 }
 
 func (ts *timedStore) DeleteDashboardSession(ctx context.Context, hash []byte) error {
-	start := time.Now()
-	r0 := ts.s.DeleteDashboardSession(ctx, hash)
-	ts.done(mDeleteDashboardSession, start)
-	return r0
+	defer ts.done(mDeleteDashboardSession, time.Now())
+	return ts.s.DeleteDashboardSession(ctx, hash)
 }
 
 func (ts *timedStore) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, error) {
-	start := time.Now()
-	r0, r1 := ts.s.ListAPIKeys(ctx, ws)
-	ts.done(mListAPIKeys, start)
-	return r0, r1
+	defer ts.done(mListAPIKeys, time.Now())
+	return ts.s.ListAPIKeys(ctx, ws)
 }
 
 func (ts *timedStore) DailyUsage(ctx context.Context, ws, from, to string) ([]control.DailyUsage, error) {
-	start := time.Now()
-	r0, r1 := ts.s.DailyUsage(ctx, ws, from, to)
-	ts.done(mDailyUsage, start)
-	return r0, r1
+	defer ts.done(mDailyUsage, time.Now())
+	return ts.s.DailyUsage(ctx, ws, from, to)
 }
