@@ -26,7 +26,7 @@
 # a bare fasthttp server replaying that server's answers, measured in turn
 # transport by transport at BASELINE_LEVELS (1,64), 3 rounds of 0.2 s
 # warm-up + 0.5 s each (baseline/: results.json, report.md and the table of
-# what the gateway adds; about 40 s).
+# what the gateway adds; about 80 s: make bench stays near 5.5 minutes).
 #
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
