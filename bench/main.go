@@ -18,7 +18,7 @@ import (
 // 0 done (even with request errors: they are results), 1 failed, 2 usage.
 //
 // `suite [flags]` and `compare A B` are accepted as words for --suite and
-// --compare A B; `summary DIR` tabulates the runs in DIR/*/results.json (one
+// --compare A B, `baseline [flags]` for --baseline; `summary DIR` tabulates the runs in DIR/*/results.json (one
 // per engine, as make bench writes them) against the issue's targets.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
@@ -27,6 +27,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			args = append([]string{"--suite"}, args[1:]...)
 		case "compare":
 			args = append([]string{"--compare"}, args[1:]...)
+		case "baseline":
+			args = append([]string{"--baseline"}, args[1:]...)
 		case "summary":
 			return summaryMain(args[1:], stdout, stderr)
 		}
@@ -79,7 +81,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	run, err := Execute(ctx, o)
+	var run *Run
+	if o.baseline {
+		baselineDefaults(&o)
+		run, err = Baseline(ctx, o)
+	} else {
+		run, err = Execute(ctx, o)
+	}
 	if run == nil {
 		fmt.Fprintln(stderr, "bench:", err)
 		return 1
@@ -148,7 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	fs.StringVar(&o.ViaKey, "via-key", "", "openai: the key for --via")
 	fs.StringVar(&o.ViaVoice, "via-voice", "", "openai: the voice name on --via (default --voice)")
 	fs.IntVar(&o.ViaPID, "via-pid", 0, "openai: the --via server's pid for its CPU (default: found by port on loopback)")
-	fs.IntVar(&o.Rounds, "rounds", 0, "openai: measured rounds per level, each --base then --via (default 1; 3 with --via)")
+	fs.IntVar(&o.Rounds, "rounds", 0, "openai and baseline: measured rounds per level, each side in turn (default 1; 3 with --via or --baseline)")
+	fs.BoolVar(&o.baseline, "baseline", false, "measure a bare fasthttp server answering voicesvc's recorded bytes and voicesvc in turn (see bench/README.md); uses --sweep (default 1,64), --rounds (default 3), --duration, --warmup, --requests")
 	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err
@@ -169,7 +178,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 		return o, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.Scenarios = splitList(*scn)
-	if o.Rounds == 0 && o.Via != "" {
+	if o.Rounds == 0 && (o.Via != "" || o.baseline) {
 		o.Rounds = 3
 	}
 	for _, s := range splitList(*sweep) {
@@ -182,8 +191,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	if o.APIKey == "" && o.Target != "openai" {
 		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
 	}
-	if o.Target == "openai" && *suite {
-		return o, "", false, fmt.Errorf("--suite applies to --target voicesvc")
+	if o.Target == "openai" && (*suite || o.baseline) {
+		return o, "", false, fmt.Errorf("--suite and --baseline apply to --target voicesvc")
 	}
 	if !*quiet {
 		o.Progress = stderr
@@ -223,4 +232,20 @@ func redact(args []string) []string {
 		}
 	}
 	return out
+}
+
+// baselineDefaults: short levels and the suite's one-second text unless
+// given. A first byte takes well under a millisecond, so one second at one
+// stream holds about a thousand of them; 48 levels of 1.3 s keep the
+// baseline near a minute.
+func baselineDefaults(o *Options) {
+	if !o.setFlags["duration"] && !o.setFlags["requests"] {
+		o.Duration = time.Second
+	}
+	if !o.setFlags["warmup"] {
+		o.Warmup = 300 * time.Millisecond
+	}
+	if !o.setFlags["text"] {
+		o.Text = SuiteText
+	}
 }

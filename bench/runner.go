@@ -52,6 +52,7 @@ type Options struct {
 	Rounds   int
 
 	setFlags map[string]bool // flags given on the command line (Main only)
+	baseline bool            // --baseline (Main only)
 	capacity []Probe         // --capacity (suite only)
 }
 
@@ -200,13 +201,7 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 // runLevel runs one scenario at one load level.
 func runLevel(ctx context.Context, o Options, base *target, usage usageSource, name string, level float64) (*Result, error) {
 	t := *base
-	t.format = o.Format
-	if t.format == "" {
-		t.format = "s16le"
-		if name == "compat" {
-			t.format = "pcm"
-		}
-	}
+	t.format = scenarioFormat(name, o.Format)
 	spec := loadSpec{
 		concurrency: o.Concurrency, rate: o.Rate, duration: o.Duration, requests: o.Requests,
 		warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace && o.Rate <= 0,

@@ -104,6 +104,10 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 			writeUpstreamTargets(w, run)
 			continue
 		}
+		if HasBaseline(run) {
+			writeBaselineTargets(w, run)
+			continue
+		}
 		if isReference(run) {
 			for _, t := range []struct {
 				scn  string

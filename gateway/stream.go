@@ -141,6 +141,7 @@ type audioStream struct {
 
 	// reader side
 	cur, curBuf []byte
+	handed      bool // the first piece was handed to fasthttp
 	// conn, when set, gets a write deadline of idle from every Read: the
 	// response may run as long as the client keeps taking it (fasthttp's
 	// WriteTimeout otherwise bounds the whole response).
@@ -292,7 +293,7 @@ func (st *audioStream) finish(err error) {
 }
 
 // Read gives fasthttp the next queued bytes, waiting for the first and
-// taking whatever else is already queued.
+// taking whatever else is already queued; the stream's first piece alone.
 func (st *audioStream) Read(p []byte) (int, error) {
 	n := 0
 	for n < len(p) {
@@ -332,6 +333,17 @@ func (st *audioStream) Read(p []byte) (int, error) {
 		c := copy(p[n:], st.cur)
 		st.cur = st.cur[c:]
 		n += c
+		if !st.handed {
+			// The first piece goes out alone. Taking what else is queued
+			// kept the first byte waiting while a fast engine queued
+			// more: the first Read filled fasthttp's 4 KiB buffer from
+			// the reference engine's chunks before returning, 58 us at
+			// the median at one stream, half the server's whole time to
+			// first byte (97 -> 56 us, speak, the engine unpaced). Later
+			// Reads batch, which saves writes when a client falls behind.
+			st.handed = true
+			break
+		}
 	}
 	return n, nil
 }

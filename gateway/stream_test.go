@@ -271,3 +271,25 @@ func TestStreamClientGoneStopsPool(t *testing.T) {
 		t.Fatalf("pool after the client left: %+v, slots %d", pool.Stats(), ss.lim.InUse(ss.ws.ID, control.SlotStream))
 	}
 }
+
+// The first Read hands fasthttp the stream's first piece alone, so that it
+// is written at once even when a fast engine has queued more behind it;
+// later Reads take everything already queued.
+func TestAudioStreamFirstPieceAlone(t *testing.T) {
+	st := &audioStream{ch: make(chan []byte, 4), free: make(chan []byte, 4),
+		gone: make(chan struct{}), first: make(chan struct{})}
+	for _, piece := range []string{"first", "second", "third"} {
+		st.ch <- []byte(piece)
+	}
+	close(st.ch)
+	p := make([]byte, 4096)
+	for _, want := range []string{"first", "secondthird"} {
+		n, err := st.Read(p)
+		if err != nil || string(p[:n]) != want {
+			t.Fatalf("Read: %q, %v; want %q", p[:n], err, want)
+		}
+	}
+	if n, err := st.Read(p); n != 0 || err == nil {
+		t.Fatalf("Read at the end: %d, %v; want 0, EOF", n, err)
+	}
+}

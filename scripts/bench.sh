@@ -21,6 +21,13 @@
 # has it as its upstream engine, in turn (upstream/: results.json,
 # report.md and the gateway-added table).
 #
+# Then the baseline (BENCH_BASELINE=0 skips it): a reference server unpaced
+# (--reference-rtf 0, its first chunk ready at once; at nice 10) and, inside the bench,
+# a bare fasthttp server replaying that server's answers, measured in turn
+# transport by transport at BASELINE_LEVELS (1,64), 3 rounds of 0.2 s
+# warm-up + 0.5 s each (baseline/: results.json, report.md and the table of
+# what the gateway adds; about 80 s: make bench stays near 5.5 minutes).
+#
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
@@ -77,8 +84,8 @@ trap 'exit 130' INT TERM
 start_server() {
   local engine=$1 db=$2 log=$tmp/$1.log
   local extra=()
-  [ "$engine" = reference ] && extra=(--reference-rtf 1)
-  "$BIN" serve --addr 127.0.0.1:0 --db "$db" --engine "$engine" "${extra[@]}" \
+  [ "$engine" = reference ] && extra=(--reference-rtf "${3:-1}")
+  ${SERVER_NICE:+nice -n "$SERVER_NICE"} "$BIN" serve --addr 127.0.0.1:0 --db "$db" --engine "$engine" "${extra[@]}" \
     --billing off --media-dir '' --log-level warn >"$log" 2>&1 &
   server_pid=$!
   base=""
@@ -174,6 +181,24 @@ YAML
   a_pid=""
   stop_server
   echo "   upstream done at +$(($(date +%s) - t0))s"
+fi
+
+# The baseline: what the gateway adds over a bare fasthttp server sending
+# the same bytes (`voicesvc bench baseline`, bench/README.md).
+if [ "${BENCH_BASELINE:-1}" = 1 ]; then
+  mkdir -p "$tmp/baseline" "$OUT/baseline"
+  # At nice 10, as BenchmarkSynthTTFB runs its server: right after the
+  # first byte the unpaced engine renders the rest of the utterance, and on
+  # two cores the client then waits for a CPU, which is the machine, not
+  # the gateway (compat at one stream: TTFB p50 0.153 -> 0.104 ms, p99 1.41
+  # -> 0.75 ms when the server yields; the bare server's rest is a copy).
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/baseline/bench.db" 0
+  key=$(workspace "sqlite://$tmp/baseline/bench.db")
+  echo "== baseline: $base (pid $server_pid, reference unpaced) and a bare fasthttp server, levels ${BASELINE_LEVELS:-1,64}"
+  "$BIN" bench baseline --base "$base" --key "$key" --server-pid "$server_pid" --voice "$VOICE_REFERENCE" \
+    --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
+  stop_server
+  echo "   baseline done at +$(($(date +%s) - t0))s"
 fi
 
 set -- $ENGINES
