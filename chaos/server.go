@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"voicesvc/e2e/harness"
 )
 
 // APIPath is the API root below the base URL.
@@ -36,7 +37,7 @@ type Server struct {
 
 	suite    *Suite
 	cmd      *exec.Cmd
-	logs     *logBuffer
+	logs     *harness.LogBuffer
 	exited   chan struct{}
 	mu       sync.Mutex
 	expected bool // the suite stopped or killed it on purpose
@@ -77,7 +78,7 @@ func (s *Suite) StartServer(name string, o ServerOpts) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	logs := &logBuffer{}
+	logs := &harness.LogBuffer{Max: 16 << 20} // the first 16 MiB: secrets are grepped in it
 	cmd.Stdout = logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -295,27 +296,6 @@ func (srv *Server) Healthy() bool {
 	io.Copy(io.Discard, r.Body)
 	r.Body.Close()
 	return r.StatusCode == 200
-}
-
-// logBuffer keeps the first 16 MiB a process printed.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.b.Len() < 16<<20 {
-		l.b.Write(p)
-	}
-	return len(p), nil
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func tail(s string, n int) string {

@@ -81,7 +81,7 @@ type Server struct {
 	Addr    string // 127.0.0.1:PORT
 	DB      string
 	cmd     *exec.Cmd
-	logs    *logBuffer
+	logs    *LogBuffer
 	exited  chan struct{}
 	stopped bool
 }
@@ -102,7 +102,7 @@ func Start(t testing.TB, o Options) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &LogBuffer{}
 	cmd.Stdout = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -218,22 +218,25 @@ func Workspace(t testing.TB, db, plan string) (wsID, key string) {
 	return wsID, k["key"].(string)
 }
 
-// logBuffer collects a process's output for failure messages.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
+// LogBuffer collects what a process prints, safe for its stdout and
+// stderr at once: the first Max bytes (4 MiB when 0), enough for failure
+// messages and for grepping a log.
+type LogBuffer struct {
+	Max int
+	mu  sync.Mutex
+	b   strings.Builder
 }
 
-func (l *logBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.b.Len() < 4<<20 {
+	if max := l.Max; l.b.Len() < max || max == 0 && l.b.Len() < 4<<20 {
 		l.b.Write(p)
 	}
 	return len(p), nil
 }
 
-func (l *logBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
