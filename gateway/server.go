@@ -431,6 +431,15 @@ func isStreamPath(p []byte) bool {
 // serveHTTP (JSON bodies over the limit). The connection is closed after
 // the answer, lingering: the client may still be sending.
 func (s *Server) serveError(ctx *fasthttp.RequestCtx, err error) {
+	if silentTimeout(ctx, err) {
+		// Nothing was asked: close without an answer, as fasthttp does for
+		// an idle keep-alive connection. A 400 written here would be read
+		// by the client as the answer to the request it sends next on
+		// this connection it thinks idle (Go's net/http logs
+		// "Unsolicited response received on idle HTTP channel").
+		ctx.Conn().Close()
+		return
+	}
 	dropConnection(ctx)
 	rt := s.errorRoute
 	start := time.Now()
@@ -452,6 +461,14 @@ func (s *Server) serveError(ctx *fasthttp.RequestCtx, err error) {
 	}
 	s.writeError(ctx, e)
 	s.finish(ctx, rt, start)
+}
+
+// silentTimeout: err is the read timeout of a connection on which the
+// client never sent a byte.
+func silentTimeout(ctx *fasthttp.RequestCtx, err error) bool {
+	var ne net.Error
+	c, ok := ctx.Conn().(*netguard.Conn)
+	return ok && c.Silent() && errors.As(err, &ne) && ne.Timeout()
 }
 
 // fasthttpLogger sends fasthttp's own messages to slog. fasthttp quotes the

@@ -256,3 +256,43 @@ func (ts *testServer) headersOnly(t *testing.T, path, contentType string, length
 	}
 	return r
 }
+
+// A connection that times out before sending anything is closed without an
+// answer; one that timed out partway through its request gets the 400.
+// Before, the silent one got the 400 too, which an HTTP client holding the
+// connection as a spare then read as the answer to its next request.
+func TestReadTimeoutOfSilentConnection(t *testing.T) {
+	ts := &testServer{t: t, store: openStore(t, filepath.Join(t.TempDir(), "x.db"))}
+	ts.serve(Config{ReadTimeout: 200 * time.Millisecond}, Deps{})
+	for _, tc := range []struct {
+		name   string
+		send   string
+		answer string // the status line expected; "" for a close without an answer
+	}{
+		{"nothing sent", "", ""},
+		{"half a request line", "GET /heal", "HTTP/1.1 400 Bad Request"},
+		{"headers unfinished", "GET /healthz HTTP/1.1\r\nHost: x\r\n", "HTTP/1.1 400 Bad Request"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := net.Dial("tcp", strings.TrimPrefix(ts.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if tc.send != "" {
+				if _, err := io.WriteString(c, tc.send); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.SetReadDeadline(time.Now().Add(10 * time.Second))
+			got, err := io.ReadAll(c)
+			if err != nil {
+				t.Fatalf("read: %v (after %q)", err, got)
+			}
+			line, _, _ := strings.Cut(string(got), "\r\n")
+			if line != tc.answer {
+				t.Errorf("answer %q, want %q", line, tc.answer)
+			}
+		})
+	}
+}

@@ -151,7 +151,22 @@ type Conn struct {
 	l      *Listener
 	linger atomic.Bool
 	closed atomic.Bool
+	spoke  atomic.Bool // the client has sent at least one byte
 }
+
+// Read records that the client has spoken (Silent).
+func (c *Conn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if n > 0 && !c.spoke.Load() {
+		c.spoke.Store(true)
+	}
+	return n, err
+}
+
+// Silent reports whether the client has not sent a single byte yet: a
+// connection opened ahead of need (HTTP clients keep spares) or by a
+// scanner. Its read timeout is no failed request to answer.
+func (c *Conn) Silent() bool { return !c.spoke.Load() }
 
 // Linger makes Close a lingering close: the write side is shut (the answer
 // already written reaches the client, followed by the end of the stream),
