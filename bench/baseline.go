@@ -24,8 +24,9 @@ import (
 // add?" for the four transports of a voicesvc itself. It first records, over
 // one request of each transport, the bytes voicesvc answers (status headers
 // and body of speak, the SSE stream, the compat body, the WebSocket frames
-// after a task_start), then starts in this process a bare fasthttp server
-// on loopback that answers every request with those recorded bytes at once.
+// after a task_start), then starts a bare fasthttp server on loopback, in a
+// process of its own (bareproc.go), that answers every request with those
+// recorded bytes at once.
 // The same client then measures the bare server and voicesvc in turn,
 // transport by transport, level by level and round by round (the order of
 // the two flips every round), so that both see the same machine. Run
@@ -50,19 +51,22 @@ var answerHeaders = []string{"Content-Type", "X-Sample-Rate", "X-Audio-Format", 
 
 // recordedAnswer is one HTTP answer of voicesvc.
 type recordedAnswer struct {
-	header [][2]string
-	body   []byte
+	Header [][2]string `json:"header"`
+	Body   []byte      `json:"body"`
 }
 
 type recordedFrame struct {
-	binary bool
-	data   []byte
+	Binary bool   `json:"binary,omitempty"`
+	Data   []byte `json:"data"`
 }
 
-// recording is what voicesvc answered for each transport.
+// recording is what voicesvc answered for each transport; the bare server
+// process reads it as JSON.
 type recording struct {
-	speak, sse, compat recordedAnswer
-	ws                 []recordedFrame // from task_started to task_done
+	Speak  recordedAnswer  `json:"speak"`
+	SSE    recordedAnswer  `json:"sse"`
+	Compat recordedAnswer  `json:"compat"`
+	WS     []recordedFrame `json:"ws"` // from task_started to task_done
 }
 
 // scenarioFormat is a scenario's output format: format when given, else
@@ -92,10 +96,10 @@ func record(ctx context.Context, t *target, format string) (*recording, error) {
 		bearer bool
 		into   *recordedAnswer
 	}{
-		{"speak", "/voices/" + t.voiceID + "/speak", body("speak"), false, &rec.speak},
-		{"sse", "/voices/" + t.voiceID + "/stream", body("sse"), false, &rec.sse},
+		{"speak", "/voices/" + t.voiceID + "/speak", body("speak"), false, &rec.Speak},
+		{"sse", "/voices/" + t.voiceID + "/stream", body("sse"), false, &rec.SSE},
 		{"compat", "/compat/audio/speech", map[string]any{"model": "service-v1", "voice": t.voiceRef,
-			"input": t.text, "response_format": scenarioFormat("compat", format)}, true, &rec.compat},
+			"input": t.text, "response_format": scenarioFormat("compat", format)}, true, &rec.Compat},
 	}
 	for _, r := range reqs {
 		req, err := t.postJSON(ctx, r.path, r.body, r.bearer)
@@ -110,7 +114,7 @@ func record(ctx context.Context, t *target, format string) (*recording, error) {
 		}
 	}
 	var err error
-	if rec.ws, err = recordWS(ctx, t, scenarioFormat("ws", format)); err != nil {
+	if rec.WS, err = recordWS(ctx, t, scenarioFormat("ws", format)); err != nil {
 		return nil, fmt.Errorf("record ws: %w", err)
 	}
 	return &rec, nil
@@ -128,11 +132,11 @@ func recordHTTP(client *http.Client, req *http.Request) (recordedAnswer, error) 
 	var a recordedAnswer
 	for _, h := range answerHeaders {
 		if v := resp.Header.Get(h); v != "" {
-			a.header = append(a.header, [2]string{h, v})
+			a.Header = append(a.Header, [2]string{h, v})
 		}
 	}
-	a.body, err = io.ReadAll(io.LimitReader(resp.Body, maxCapture))
-	if err == nil && len(a.body) == 0 {
+	a.Body, err = io.ReadAll(io.LimitReader(resp.Body, maxCapture))
+	if err == nil && len(a.Body) == 0 {
 		err = fmt.Errorf("empty answer")
 	}
 	return a, err
@@ -170,14 +174,14 @@ func recordWS(ctx context.Context, t *target, format string) ([]recordedFrame, e
 		}
 		size += len(data)
 		if mt == websocket.BinaryMessage {
-			frames = append(frames, recordedFrame{binary: true, data: data})
+			frames = append(frames, recordedFrame{Binary: true, Data: data})
 			continue
 		}
 		var m wsMsg
 		if json.Unmarshal(data, &m) != nil || m.ContextID != wsCaptureID {
 			continue // session-level messages are not the task's answer
 		}
-		frames = append(frames, recordedFrame{data: data})
+		frames = append(frames, recordedFrame{Data: data})
 		switch m.Type {
 		case "task_done":
 			_ = c.WriteJSON(map[string]any{"type": "session_end"})
@@ -229,11 +233,11 @@ func (b *bareServer) handle(ctx *fasthttp.RequestCtx) {
 	case ctx.IsGet() && strings.HasSuffix(path, "/stream"):
 		_ = b.up.Upgrade(ctx, b.session)
 	case strings.HasSuffix(path, "/speak"):
-		replayAnswer(ctx, &b.rec.speak)
+		replayAnswer(ctx, &b.rec.Speak)
 	case strings.HasSuffix(path, "/stream"):
-		replayAnswer(ctx, &b.rec.sse)
+		replayAnswer(ctx, &b.rec.SSE)
 	case strings.HasSuffix(path, "/audio/speech"):
-		replayAnswer(ctx, &b.rec.compat)
+		replayAnswer(ctx, &b.rec.Compat)
 	default:
 		ctx.SetStatusCode(fasthttp.StatusNotFound)
 	}
@@ -242,20 +246,21 @@ func (b *bareServer) handle(ctx *fasthttp.RequestCtx) {
 // replayAnswer streams the recorded body chunked, as voicesvc streams its
 // audio answers.
 func replayAnswer(ctx *fasthttp.RequestCtx, a *recordedAnswer) {
-	for _, h := range a.header {
+	for _, h := range a.Header {
 		ctx.Response.Header.Set(h[0], h[1])
 	}
-	ctx.SetBodyStream(bytes.NewReader(a.body), -1)
+	ctx.SetBodyStream(bytes.NewReader(a.Body), -1)
 }
 
 // session answers each task_start with the recorded frames under the task's
 // context id, all in one write, and session_end with session_ended; one
 // goroutine, so the frames of two tasks never interleave.
 //
-// One write, not one per frame pair as voicesvc's writer goes: this process
-// also runs the client, and a server goroutine writing the rest of a task
-// pair by pair kept the client's reader from the first pair (bare ws TTFB
-// p50 0.24 ms at one stream, against 0.06 ms with one write).
+// The first audio pair in a write of its own, the rest in one more: the
+// least a server can do that streams audio (when this server shared the
+// client's process, writing the rest pair by pair kept the client's reader
+// from the first pair: bare ws TTFB p50 0.24 ms at one stream, against 0.06
+// ms with one write).
 func (b *bareServer) session(c *websocket.Conn) {
 	defer c.Close()
 	conn := c.UnderlyingConn()
@@ -278,9 +283,9 @@ func (b *bareServer) session(c *websocket.Conn) {
 		case "task_start":
 			id := []byte(strconv.Quote(m.ContextID))
 			first := true
-			for _, f := range b.rec.ws {
+			for _, f := range b.rec.WS {
 				out = appendUnitFrame(out, f, capID, id)
-				if f.binary && first {
+				if f.Binary && first {
 					first = false
 					if _, err := conn.Write(out); err != nil {
 						return
@@ -303,10 +308,10 @@ func (b *bareServer) session(c *websocket.Conn) {
 // appendUnitFrame appends a recorded frame, a text frame with the task's
 // context id in place of the recorded one.
 func appendUnitFrame(dst []byte, f recordedFrame, capID, id []byte) []byte {
-	if f.binary {
-		return appendFrame(dst, websocket.BinaryMessage, f.data)
+	if f.Binary {
+		return appendFrame(dst, websocket.BinaryMessage, f.Data)
 	}
-	return appendFrame(dst, websocket.TextMessage, bytes.ReplaceAll(f.data, capID, id))
+	return appendFrame(dst, websocket.TextMessage, bytes.ReplaceAll(f.Data, capID, id))
 }
 
 // appendFrame appends one unmasked, unfragmented server frame (RFC 6455
@@ -362,7 +367,7 @@ func Baseline(ctx context.Context, o Options) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	bare, err := startBare(rec)
+	bare, err := spawnBare(ctx, rec, o.ServerPID)
 	if err != nil {
 		return nil, err
 	}
@@ -375,15 +380,16 @@ func Baseline(ctx context.Context, o Options) (*Run, error) {
 		usage usageSource
 		bare  bool
 	}
-	sides := []side{{&bt, nil, true}, {t, usage, false}}
+	sides := []side{{&bt, procSource{bare.pid()}, true}, {t, usage, false}}
 	for _, level := range levels {
+		lo := levelOptions(o, level)
 		for r := 1; r <= rounds; r++ {
 			for _, name := range Scenarios {
 				for _, s := range sides {
 					if ctx.Err() != nil {
 						return run, ctx.Err()
 					}
-					res, err := runLevel(ctx, o, s.t, s.usage, name, level)
+					res, err := runLevel(ctx, lo, s.t, s.usage, name, level)
 					if err != nil {
 						return run, err
 					}
@@ -401,4 +407,19 @@ func Baseline(ctx context.Context, o Options) (*Run, error) {
 		}
 	}
 	return run, nil
+}
+
+// levelOptions: a level of more than one stream is a population of
+// realtime listeners (Options.Pace), measured for PacedDuration, unless
+// --pace was given either way. Back-to-back requests at 64 streams fill
+// both cores with the engine's and the client's work, and the time to
+// first byte then measures the queue for a core, not the gateway.
+func levelOptions(o Options, level float64) Options {
+	if level > 1 && !o.setFlags["pace"] {
+		o.Pace = true
+	}
+	if o.Pace && o.PacedDuration > 0 && !o.setFlags["requests"] {
+		o.Duration = o.PacedDuration
+	}
+	return o
 }

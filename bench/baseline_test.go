@@ -9,6 +9,16 @@ import (
 	"testing"
 )
 
+// TestMain runs the bare server when a baseline test starts this binary
+// as its `voicesvc bench bare` (bareCommand), and the tests otherwise.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 2 && os.Args[1] == "bench" && os.Args[2] == "bare" {
+		os.Exit(Main(context.Background(), os.Args[2:], os.Stdout, os.Stderr))
+	}
+	bareCommand = func() ([]string, error) { return []string{os.Args[0], "bench", "bare"}, nil }
+	os.Exit(m.Run())
+}
+
 func TestBaselineOfArithmetic(t *testing.T) {
 	res := func(scn string, c int, p50, p99 float64, errs int) *Result {
 		return &Result{Scenario: scn, Mode: "closed", Concurrency: c, ErrorCount: errs,
@@ -87,6 +97,15 @@ func TestBaselineSmoke(t *testing.T) {
 	for _, r := range run.Results {
 		if r.Operations != 5 || r.OK != 5 || r.ErrorCount != 0 || !near(r.AudioSeconds, 0.5) {
 			t.Errorf("%s c=%d: ops %d ok %d errors %v audio %v", r.Scenario, r.Concurrency, r.Operations, r.OK, r.Errors, r.AudioSeconds)
+		}
+		// Levels over one stream are listeners; one stream asks back to back.
+		if r.Paced != (r.Concurrency > 1) {
+			t.Errorf("%s c=%d: paced %v", r.Scenario, r.Concurrency, r.Paced)
+		}
+		// The bare server is a process of its own, measured like voicesvc.
+		if bare := strings.HasPrefix(r.Scenario, barePrefix); bare &&
+			(r.Server.Source != "proc" || r.Server.PID == 0 || r.Server.PID == os.Getpid()) {
+			t.Errorf("%s c=%d: server usage %+v, want another process's", r.Scenario, r.Concurrency, r.Server)
 		}
 	}
 	rows := BaselineOf(run)

@@ -30,7 +30,8 @@ type BaselineRow struct {
 	AddedP50, AddedP99      float64 // ms, voicesvc - bare
 	RatioP50, RatioP99      float64 // voicesvc / bare; 0 when bare is 0
 	BareErrors, SvcErrors   int
-	BareSamples, SvcSamples int // TTFB samples over the rounds
+	BareSamples, SvcSamples int  // TTFB samples over the rounds
+	Paced                   bool // realtime listeners (Options.Pace)
 }
 
 // HasBaseline reports whether run holds bare-server results.
@@ -106,6 +107,7 @@ func BaselineOf(run *Run) []BaselineRow {
 		for _, r := range g.svc {
 			row.SvcErrors += r.ErrorCount
 			row.SvcSamples += r.TTFB.N
+			row.Paced = row.Paced || r.Paced
 		}
 		out = append(out, row)
 	}
@@ -202,8 +204,12 @@ func writeBaselineTargets(w io.Writer, run *Run) {
 		}
 		bounds = append(bounds, fmt.Sprintf("p99 <= %g ms", p99))
 		met, _ := b.Met()
-		fmt.Fprintf(w, "| %s: gateway-added TTFB over a bare fasthttp server at %d, %s | added p50 %+.3f ms (%.2fx), p99 %+.3f ms (%.2fx); bare p50 %.3f, p99 %.3f ms; errors %d/%d | %s |\n",
-			b.Transport, b.Concurrency, strings.Join(bounds, ", "), b.AddedP50, b.RatioP50, b.AddedP99, b.RatioP99,
+		load := fmt.Sprint(b.Concurrency)
+		if b.Paced {
+			load += " realtime listeners"
+		}
+		fmt.Fprintf(w, "| %s: gateway-added TTFB over a bare fasthttp server at %s, %s | added p50 %+.3f ms (%.2fx), p99 %+.3f ms (%.2fx); bare p50 %.3f, p99 %.3f ms; errors %d/%d | %s |\n",
+			b.Transport, load, strings.Join(bounds, ", "), b.AddedP50, b.RatioP50, b.AddedP99, b.RatioP99,
 			b.BareP50, b.BareP99, b.BareErrors, b.SvcErrors, yesNo(met))
 	}
 }

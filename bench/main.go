@@ -31,6 +31,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			args = append([]string{"--baseline"}, args[1:]...)
 		case "summary":
 			return summaryMain(args[1:], stdout, stderr)
+		case "bare":
+			return bareMain(args[1:], os.Stdin, stdout, stderr)
 		}
 	}
 	if a, b, ok := compareArgs(args); ok {
@@ -157,7 +159,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	fs.StringVar(&o.ViaVoice, "via-voice", "", "openai: the voice name on --via (default --voice)")
 	fs.IntVar(&o.ViaPID, "via-pid", 0, "openai: the --via server's pid for its CPU (default: found by port on loopback)")
 	fs.IntVar(&o.Rounds, "rounds", 0, "openai and baseline: measured rounds per level, each side in turn (default 1; 3 with --via or --baseline)")
-	fs.BoolVar(&o.baseline, "baseline", false, "measure a bare fasthttp server answering voicesvc's recorded bytes and voicesvc in turn (see bench/README.md); uses --sweep (default 1,64), --rounds (default 3), --duration, --warmup, --requests")
+	fs.BoolVar(&o.baseline, "baseline", false, "measure a bare fasthttp server (a process of its own) answering voicesvc's recorded bytes and voicesvc in turn (see bench/README.md); uses --sweep (default 1,64; levels over 1 are paced listeners unless --pace is given), --rounds (default 3), --duration, --paced-duration, --warmup, --requests")
+	fs.DurationVar(&o.PacedDuration, "paced-duration", 0, "baseline: measured time of a paced level (default 3s)")
 	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err
@@ -247,5 +250,8 @@ func baselineDefaults(o *Options) {
 	}
 	if !o.setFlags["text"] {
 		o.Text = SuiteText
+	}
+	if !o.setFlags["paced-duration"] {
+		o.PacedDuration = 3 * time.Second
 	}
 }

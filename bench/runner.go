@@ -37,6 +37,11 @@ type Options struct {
 	// engine faster than real time this is what "N concurrent realtime
 	// streams" means.
 	Pace bool
+	// PacedDuration (baseline): how long a paced level is measured. Paced
+	// listeners start one operation per audio duration each, so a level
+	// needs seconds, not the fraction of one an unpaced level does, to
+	// hold a few hundred first bytes.
+	PacedDuration time.Duration
 
 	// Target is the server's API: "voicesvc" (default) or "openai", any
 	// OpenAI-compatible speech server at BaseURL (its /audio/speech), with

@@ -23,10 +23,11 @@
 #
 # Then the baseline (BENCH_BASELINE=0 skips it): a reference server unpaced
 # (--reference-rtf 0, its first chunk ready at once; at nice 10) and, inside the bench,
-# a bare fasthttp server replaying that server's answers, measured in turn
-# transport by transport at BASELINE_LEVELS (1,64), 3 rounds of 0.2 s
-# warm-up + 0.5 s each (baseline/: results.json, report.md and the table of
-# what the gateway adds; about 80 s: make bench stays near 5.5 minutes).
+# a bare fasthttp server (a process of its own) replaying that server's
+# answers, measured in turn transport by transport at BASELINE_LEVELS (1,64;
+# over 1: realtime listeners), 3 rounds of 0.2 s warm-up + 0.5 s each
+# (paced: one utterance's ramp + 2.5 s) (baseline/: results.json, report.md
+# and the table of what the gateway adds; about 100 s).
 #
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
@@ -196,7 +197,7 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
   key=$(workspace "sqlite://$tmp/baseline/bench.db")
   echo "== baseline: $base (pid $server_pid, reference unpaced) and a bare fasthttp server, levels ${BASELINE_LEVELS:-1,64}"
   "$BIN" bench baseline --base "$base" --key "$key" --server-pid "$server_pid" --voice "$VOICE_REFERENCE" \
-    --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
+    --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --paced-duration 2500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
   stop_server
   echo "   baseline done at +$(($(date +%s) - t0))s"
 fi
