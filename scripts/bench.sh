@@ -32,7 +32,7 @@
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
-# CAPACITY_ESPEAK (ws=64/rt,ws=256/rt,ws=384/rt,ws=500/rt: realtime listeners, see
+# CAPACITY_ESPEAK (ws=500/rt,ws=1000/rt,ws=1300/rt: realtime listeners, see
 # `voicesvc bench --pace`), CAPACITY_REFERENCE (ws=1000,sse=500: the reference
 # engine is itself paced at real time), VOICE_ESPEAK (en-us-linda),
 # VOICE_REFERENCE (ref-en-high).
@@ -45,7 +45,7 @@ DURATION=${BENCH_DURATION:-4s}
 WARMUP=${BENCH_WARMUP:-1s}
 ENGINES=${BENCH_ENGINES:-espeak reference}
 LEVELS=${BENCH_LEVELS:-1,16,64,256}
-CAPACITY_ESPEAK=${CAPACITY_ESPEAK:-ws=64/rt,ws=256/rt,ws=384/rt,ws=500/rt}
+CAPACITY_ESPEAK=${CAPACITY_ESPEAK:-ws=500/rt,ws=1000/rt,ws=1300/rt}
 CAPACITY_REFERENCE=${CAPACITY_REFERENCE:-ws=1000,sse=500}
 VOICE_ESPEAK=${VOICE_ESPEAK:-en-us-linda}
 VOICE_REFERENCE=${VOICE_REFERENCE:-ref-en-high}
