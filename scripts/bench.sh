@@ -30,7 +30,7 @@
 # and the table of what the gateway adds; about 100 s).
 #
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
-# BENCH_DURATION (measured per level, 4s), BENCH_WARMUP (per level, 1s),
+# BENCH_DURATION (measured per level, 3s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
 # CAPACITY_ESPEAK (ws=500/rt,ws=1000/rt,ws=1300/rt: realtime listeners, see
 # `voicesvc bench --pace`), CAPACITY_REFERENCE (ws=1000,sse=500: the reference
@@ -41,7 +41,7 @@ set -euo pipefail
 BIN=${BIN:-bin/voicesvc}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 OUT=${OUT:-bench/results/$stamp}
-DURATION=${BENCH_DURATION:-4s}
+DURATION=${BENCH_DURATION:-3s}
 WARMUP=${BENCH_WARMUP:-1s}
 ENGINES=${BENCH_ENGINES:-espeak reference}
 LEVELS=${BENCH_LEVELS:-1,16,64,256}
