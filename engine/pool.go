@@ -227,6 +227,12 @@ func (p *Pool) Stats() PoolStats {
 	s := p.stats
 	s.Queued = len(p.ready)
 	s.Behind = p.behindLocked(time.Now())
+	if p.opts.MaxLag > 0 {
+		// What a new request arriving now would be told: the state moves
+		// as the next request would move it, so that an idle pool does
+		// not show the refusal of the last burst.
+		p.adm.refusing = refuse(p.adm.refusing, s.Behind, p.opts.MaxLag)
+	}
 	s.Refusing = p.adm.refusing
 	s.Capacity = p.adm.rate * float64(p.stats.Workers)
 	return s
