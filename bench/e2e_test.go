@@ -28,20 +28,28 @@ func TestScenariosEndToEnd(t *testing.T) {
 		wantOK   int
 		wantErr  string
 		wantGaps bool
+		// refused: every operation was turned away for capacity (counted
+		// apart from ok and errors); each worker then waits the second
+		// the server asks, so these run one operation a worker.
+		refused bool
 	}{
-		{"speak", "speak", nil, 6, "", false},
-		{"sse", "sse", nil, 6, "", true},
-		{"compat pcm by alias", "compat", func(o *Options) { o.Voice = "fake-voice" }, 6, "", false},
-		{"compat wav", "compat", func(o *Options) { o.Format = "wav" }, 6, "", false},
-		{"ws whole sentence", "ws", nil, 6, "", true},
-		{"ws streamed words", "ws", func(o *Options) { o.TextMode, o.TPS, o.Text = "stream", 1000, "one two three" }, 6, "", true},
-		{"ws five contexts over two sessions", "ws", func(o *Options) { o.Concurrency, o.Contexts = 5, 3 }, 6, "", true},
-		{"speak refused", "speak", func(o *Options) { o.Voice = fakeLimited }, 0, "429 rate_limited", false},
-		{"sse refused", "sse", func(o *Options) { o.Voice = fakeLimited }, 0, "429 rate_limited", false},
-		{"ws unknown voice", "ws", func(o *Options) { o.Voice = fakeLimited }, 0, "ws:voice_not_found", false},
-		{"ws audio from bytes", "ws", func(o *Options) { o.Voice = fakeNoDur }, 6, "", true},
-		{"ws pairing violation", "ws", func(o *Options) { o.Voice, o.Concurrency = fakeBadPair, 1 }, 0, "ws:pairing", false},
-		{"bad key", "speak", func(o *Options) { o.APIKey = "nope"; o.Voice = fakeVoice }, 0, "401", false},
+		{"speak", "speak", nil, 6, "", false, false},
+		{"sse", "sse", nil, 6, "", true, false},
+		{"compat pcm by alias", "compat", func(o *Options) { o.Voice = "fake-voice" }, 6, "", false, false},
+		{"compat wav", "compat", func(o *Options) { o.Format = "wav" }, 6, "", false, false},
+		{"ws whole sentence", "ws", nil, 6, "", true, false},
+		{"ws streamed words", "ws", func(o *Options) { o.TextMode, o.TPS, o.Text = "stream", 1000, "one two three" }, 6, "", true, false},
+		{"ws five contexts over two sessions", "ws", func(o *Options) { o.Concurrency, o.Contexts = 5, 3 }, 6, "", true, false},
+		{"speak refused", "speak", func(o *Options) { o.Voice = fakeLimited }, 0, "429 rate_limited", false, false},
+		{"sse refused", "sse", func(o *Options) { o.Voice = fakeLimited }, 0, "429 rate_limited", false, false},
+		{"ws unknown voice", "ws", func(o *Options) { o.Voice = fakeLimited }, 0, "ws:voice_not_found", false, false},
+		{"ws audio from bytes", "ws", func(o *Options) { o.Voice = fakeNoDur }, 6, "", true, false},
+		{"ws pairing violation", "ws", func(o *Options) { o.Voice, o.Concurrency = fakeBadPair, 1 }, 0, "ws:pairing", false, false},
+		{"bad key", "speak", func(o *Options) { o.APIKey = "nope"; o.Voice = fakeVoice }, 0, "401", false, false},
+		{"speak at capacity", "speak", func(o *Options) { o.Voice, o.Concurrency = fakeBusy, 6 }, 0, "", false, true},
+		{"sse at capacity", "sse", func(o *Options) { o.Voice, o.Concurrency = fakeBusy, 6 }, 0, "", false, true},
+		{"ws context at capacity", "ws", func(o *Options) { o.Voice, o.Concurrency = fakeBusy, 6 }, 0, "", false, true},
+		{"ws handshake at capacity", "ws", func(o *Options) { o.APIKey, o.Voice, o.Concurrency = fakeBusyKey, fakeVoice, 6 }, 0, "", false, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -59,6 +67,12 @@ func TestScenariosEndToEnd(t *testing.T) {
 			r := run.Results[0]
 			if r.Operations != 6 || r.OK != tc.wantOK {
 				t.Fatalf("ops %d ok %d, want 6 %d; errors %v", r.Operations, r.OK, tc.wantOK, r.Errors)
+			}
+			if tc.refused {
+				if r.Refused != 6 || r.ErrorCount != 0 || r.Refusal.N != 6 || r.TTFB.N != 0 {
+					t.Fatalf("refused %d (%d timed), errors %v, ttfb n %d: want 6 refusals, no errors", r.Refused, r.Refusal.N, r.Errors, r.TTFB.N)
+				}
+				return
 			}
 			if tc.wantErr != "" && r.Errors[tc.wantErr] != 6 {
 				t.Fatalf("errors %v, want 6 x %q", r.Errors, tc.wantErr)
@@ -167,6 +181,9 @@ func TestMainUsage(t *testing.T) {
 		{"unknown scenario", []string{"--key", "k", "--scenario", "fax", "--base", "http://127.0.0.1:1"}, 1},
 		{"compare missing files", []string{"--compare", "/nonexistent/a", "/nonexistent/b"}, 1},
 		{"help", []string{"-h"}, 0},
+		{"bad overload factor", []string{"--key", "k", "--overload", "10", "--overload-factors", "1.5,x"}, 2},
+		{"negative overload", []string{"--key", "k", "--overload", "-1"}, 2},
+		{"overload with baseline", []string{"--key", "k", "--overload", "10", "--baseline"}, 2},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -193,12 +210,20 @@ func TestSuiteShort(t *testing.T) {
 	run, err := Suite(context.Background(), SuiteOptions{
 		BaseURL: srv.URL, APIKey: fakeKey, Out: dir,
 		Levels: []int{2}, Duration: 200 * time.Millisecond, Warmup: -1,
+		Overload: 2, OverloadFactors: []float64{1.5}, OverloadDuration: 200 * time.Millisecond,
 	}, &stdout)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Last, the overload probe: paced ws at 1.5 x 2 streams, the
+	// two-sentence text.
+	last := run.Results[len(run.Results)-1]
+	if o := last.Overload; o == nil || o.Capacity != 2 || o.Factor != 1.5 || last.Scenario != "ws" || !last.Paced ||
+		last.Concurrency != 3 || last.TextChars != len(DefaultText) || last.OK == 0 {
+		t.Fatalf("overload level %+v", last)
+	}
 	var got []string
-	for _, r := range run.Results {
+	for _, r := range run.Results[:len(run.Results)-1] {
 		got = append(got, r.Scenario)
 		if r.OK == 0 || r.ErrorCount != 0 {
 			t.Errorf("%s: ok %d errors %v", r.Scenario, r.OK, r.Errors)

@@ -23,6 +23,8 @@ const (
 	fakeLimited = "bbbbbbbbbbbbbbbbbbbbbbbb" // always answers 429 rate_limited
 	fakeBadPair = "dddddddddddddddddddddddd" // ws: binary frames shorter than byte_length
 	fakeNoDur   = "eeeeeeeeeeeeeeeeeeeeeeee" // ws: no durations, audio from bytes
+	fakeBusy    = "ffffffffffffffffffffffff" // at capacity: 503 upstream_busy, ws task_failed upstream_busy
+	fakeBusyKey = "vsk_busy"                 // a key whose ws handshakes are refused 503 upstream_busy
 	fakeChunk   = 1600                       // bytes: 800 samples, 1/30 s
 	fakeChunks  = 3                          // 0.1 s per request
 )
@@ -95,6 +97,12 @@ func newFakeServer(t *testing.T) *httptest.Server {
 		if !fakeAuth(w, r) {
 			return
 		}
+		if r.Header.Get("X-API-Key") == fakeBusyKey {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprint(w, `{"status":503,"error":true,"code":"upstream_busy","message":"the synthesis engine is at capacity"}`)
+			return
+		}
 		up := websocket.Upgrader{}
 		c, err := up.Upgrade(w, r, nil)
 		if err != nil {
@@ -109,7 +117,7 @@ func newFakeServer(t *testing.T) *httptest.Server {
 }
 
 func fakeAuth(w http.ResponseWriter, r *http.Request) bool {
-	if r.Header.Get("X-API-Key") != fakeKey {
+	if k := r.Header.Get("X-API-Key"); k != fakeKey && k != fakeBusyKey {
 		w.WriteHeader(http.StatusUnauthorized)
 		fmt.Fprint(w, `{"status":401,"error":true,"message":"invalid key"}`)
 		return false
@@ -121,6 +129,12 @@ func fakeVoiceOK(w http.ResponseWriter, id string) bool {
 	if id == fakeLimited {
 		w.WriteHeader(http.StatusTooManyRequests)
 		fmt.Fprint(w, `{"status":429,"error":true,"code":"rate_limited","message":"slow down"}`)
+		return false
+	}
+	if id == fakeBusy {
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprint(w, `{"status":503,"error":true,"code":"upstream_busy","message":"the synthesis engine is at capacity"}`)
 		return false
 	}
 	return true
@@ -146,6 +160,10 @@ func fakeSession(c *websocket.Conn) {
 		case m.Type == "session_end":
 			c.WriteJSON(map[string]any{"type": "session_ended", "reason": "client_request"})
 			return
+		case m.Type == "task_start" && m.VoiceID == fakeBusy:
+			c.WriteJSON(map[string]any{"type": "task_failed", "context_id": m.ContextID, "sentences_completed": 0,
+				"code": "upstream_busy", "trace_id": "t"})
+			continue
 		case m.Type == "task_start" && m.VoiceID != fakeVoice && m.VoiceID != fakeBadPair && m.VoiceID != fakeNoDur:
 			c.WriteJSON(map[string]any{"type": "error", "context_id": m.ContextID, "code": "voice_not_found", "fatal": false})
 			continue

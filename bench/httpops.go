@@ -121,10 +121,44 @@ func errorCode(body []byte) string {
 // statusError turns a non-200 response into an error key, "429 rate_limited".
 func statusError(resp *http.Response) string {
 	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if code := errorCode(body); code != "" {
-		return fmt.Sprintf("%d %s", resp.StatusCode, code)
+	return statusKey(resp.StatusCode, errorCode(body))
+}
+
+func statusKey(status int, code string) string {
+	if code != "" {
+		return fmt.Sprintf("%d %s", status, code)
 	}
-	return strconv.Itoa(resp.StatusCode)
+	return strconv.Itoa(status)
+}
+
+// refusalBackoff is how long a client waits after a refusal that names no
+// Retry-After (a ws task_failed; the server's is 1 s).
+const refusalBackoff = time.Second
+
+// maxRetryAfter bounds what the bench waits whatever the server says: a
+// level lasts seconds.
+const maxRetryAfter = 10 * time.Second
+
+// failStatus records a non-200 answer on s: 503 upstream_busy is a refusal
+// (with the Retry-After to honour), anything else an error key.
+func failStatus(s *sample, resp *http.Response) {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	code := errorCode(body)
+	if resp.StatusCode == http.StatusServiceUnavailable && code == "upstream_busy" {
+		s.refused, s.retryAfter = true, retryAfter(resp.Header)
+		return
+	}
+	s.err = statusKey(resp.StatusCode, code)
+}
+
+// retryAfter reads a Retry-After of whole seconds; refusalBackoff when
+// there is none.
+func retryAfter(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Retry-After"))
+	if err != nil || n <= 0 {
+		return refusalBackoff
+	}
+	return min(time.Duration(n)*time.Second, maxRetryAfter)
 }
 
 // netError classifies a transport failure into a stable error key.
@@ -154,7 +188,7 @@ func (t *target) bodyOp(req *http.Request, kind audioKind) sample {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.err = statusError(resp)
+		failStatus(&s, resp)
 		s.total = time.Since(s.start)
 		return s
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -21,6 +22,14 @@ type sample struct {
 	// serverTTFB is the server's own TTFB in ms when it reports one (ws
 	// task_done profile: task_start read to first chunk queued); 0 if not.
 	serverTTFB float64
+	// refused: the server turned the operation away for capacity (503
+	// upstream_busy, or on ws task_failed upstream_busy before any audio):
+	// an answer to too much load, counted apart from ok and errors, after
+	// which the worker waits retryAfter (the server's, else
+	// refusalBackoff) as a well-behaved client does. total is then the
+	// time the refusal took.
+	refused    bool
+	retryAfter time.Duration
 }
 
 // scenario is one transport's client. do must honour ctx (the per-operation
@@ -57,6 +66,8 @@ type recorder struct {
 	gaps    *reservoir
 	srvTTFB *reservoir
 	rtf     *reservoir
+	refusal *reservoir // ms from the request to its refusal
+	refused int
 	audio   float64
 	wallSum float64
 	ops, ok int
@@ -83,6 +94,7 @@ func newRecorder(measureStart time.Time) *recorder {
 		gaps:         newReservoir(reservoirCap),
 		srvTTFB:      newReservoir(reservoirCap),
 		rtf:          newReservoir(reservoirCap),
+		refusal:      newReservoir(reservoirCap),
 		errors:       map[string]int{},
 	}
 }
@@ -104,6 +116,11 @@ func (r *recorder) add(s sample, measured bool) {
 	}
 	if r.firstStart.IsZero() || s.start.Before(r.firstStart) {
 		r.firstStart = s.start
+	}
+	if s.refused {
+		r.refused++
+		r.refusal.add(Ms(s.total))
+		return
 	}
 	if s.err != "" {
 		r.errors[s.err]++
@@ -152,6 +169,8 @@ func (r *recorder) fill(res *Result) {
 	res.Total = r.total.dist()
 	res.Gap = r.gaps.dist()
 	res.ServerTTFB = r.srvTTFB.dist()
+	res.Refused = r.refused
+	res.Refusal = r.refusal.dist()
 	res.RTFp50 = r.rtf.dist().P50
 	if r.audio > 0 {
 		res.RTFAggregate = r.wallSum / r.audio
@@ -171,7 +190,7 @@ func (r *recorder) progressLine(label string, since time.Duration) string {
 	r.mu.Lock()
 	recent := r.recent
 	r.recent = nil
-	ops, errs := r.ops, 0
+	ops, errs, refused := r.ops, 0, r.refused
 	for _, v := range r.errors {
 		errs += v
 	}
@@ -184,8 +203,12 @@ func (r *recorder) progressLine(label string, since time.Duration) string {
 	if d := Summarize(recent); d.N > 0 {
 		ttfb = fmt.Sprintf("p50 %.1fms p99 %.1fms", d.P50, d.P99)
 	}
-	return fmt.Sprintf("%s%s %5.1fs  done %d  err %d  inflight %d  ttfb(1s) %s",
-		label, phase, since.Seconds(), ops, errs, r.inflight.Load(), ttfb)
+	busy := ""
+	if refused > 0 {
+		busy = fmt.Sprintf("  refused %d", refused)
+	}
+	return fmt.Sprintf("%s%s %5.1fs  done %d  err %d%s  inflight %d  ttfb(1s) %s",
+		label, phase, since.Seconds(), ops, errs, busy, r.inflight.Load(), ttfb)
 }
 
 // drive runs sc under spec and returns once every operation it started has
@@ -283,6 +306,11 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 					s := runOne(slot, measured)
 					var pause time.Duration
 					switch {
+					case s.refused:
+						// Back off as the server asked, spread a little
+						// so that the refused do not come back at once.
+						pause = jitter(s.retryAfter)
+						pause = min(pause, time.Until(issueEnd))
 					case s.err != "":
 						// A failing server answers at once; without a pause the
 						// workers become a hot loop on the cores it shares.
@@ -308,6 +336,11 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 	close(stopProgress)
 	<-progressDone
 	return rec
+}
+
+// jitter is d give or take a tenth, drawn at random.
+func jitter(d time.Duration) time.Duration {
+	return d - d/10 + rand.N(d/5+1)
 }
 
 // audioPeriod runs one unmeasured operation and returns its audio duration

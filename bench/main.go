@@ -61,6 +61,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		so := SuiteOptions{
 			BaseURL: o.BaseURL, APIKey: o.APIKey, Voice: o.Voice, Out: out,
 			ServerPID: o.ServerPID, Progress: o.Progress, Capacity: o.capacity,
+			Overload: o.overload, OverloadFactors: o.overloadFactors, OverloadDuration: o.overloadDuration,
 		}
 		// Only what was given on the command line overrides the suite's
 		// fixed values.
@@ -84,10 +85,13 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var run *Run
-	if o.baseline {
+	switch {
+	case o.baseline:
 		baselineDefaults(&o)
 		run, err = Baseline(ctx, o)
-	} else {
+	case o.overload > 0:
+		run, err = OverloadProbe(ctx, o, o.overload, o.overloadFactors, o.overloadDuration)
+	default:
 		run, err = Execute(ctx, o)
 	}
 	if run == nil {
@@ -162,6 +166,9 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	fs.BoolVar(&o.baseline, "baseline", false, "measure a bare fasthttp server (a process of its own) answering voicesvc's recorded bytes and voicesvc in turn (see bench/README.md); uses --sweep (default 1,64; levels over 1 are paced listeners unless --pace is given), --rounds (default 3), --duration, --paced-duration, --warmup, --requests")
 	fs.DurationVar(&o.PacedDuration, "paced-duration", 0, "baseline: measured time of a paced level (default 3s)")
 	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
+	fs.IntVar(&o.overload, "overload", 0, "the overload probe: N is how many realtime ws streams the server holds; runs paced ws (4 contexts a session, the two-sentence default text) at --overload-factors times N and reports the admitted streams' TTFB and gaps, the refusals (503/task_failed upstream_busy, counted apart, Retry-After honoured) and how fast they came, and audio s/s; with --suite, after its levels")
+	factors := fs.String("overload-factors", "1.5,3", "overload probe: multiples of --overload to run")
+	fs.DurationVar(&o.overloadDuration, "overload-duration", defaultOverloadDuration, "overload probe: measured time per level (after one utterance of ramp)")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err
 	}
@@ -179,6 +186,19 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	}
 	if fs.NArg() > 0 {
 		return o, "", false, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	for _, s := range splitList(*factors) {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil || v <= 0 || v > 10 {
+			return o, "", false, fmt.Errorf("--overload-factors: bad factor %q (want 0-10)", s)
+		}
+		o.overloadFactors = append(o.overloadFactors, v)
+	}
+	switch {
+	case o.overload < 0 || o.overload > 20000:
+		return o, "", false, fmt.Errorf("--overload %d: want 1-20000 streams", o.overload)
+	case o.overload > 0 && (o.baseline || o.Target == "openai"):
+		return o, "", false, fmt.Errorf("--overload applies to --target voicesvc, alone or with --suite")
 	}
 	o.Scenarios = splitList(*scn)
 	if o.Rounds == 0 && (o.Via != "" || o.baseline) {

@@ -55,23 +55,26 @@ func writeMarkdown(w io.Writer, run *Run, figs []figure) {
 	fmt.Fprintf(w, "\n## Results\n\n")
 	fmt.Fprintf(w, "Latencies in milliseconds. Load is concurrency (closed loop) or arrivals per second (open loop); "+
 		"for ws, concurrent contexts (sessions x contexts per session).\n\n")
-	fmt.Fprintf(w, "| scenario | format | load | ok | errors | TTFB p50 | p90 | p99 | max | total p50 | gap p99 | RTF p50 | audio s/s | ops/s | server CPU %% | server RSS MB |\n")
-	fmt.Fprintf(w, "| - | - | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |\n")
+	fmt.Fprintf(w, "| scenario | format | load | ok | errors | refused | TTFB p50 | p90 | p99 | max | total p50 | gap p99 | RTF p50 | audio s/s | ops/s | server CPU %% | server RSS MB |\n")
+	fmt.Fprintf(w, "| - | - | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |\n")
 	for _, r := range run.Results {
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.0f | %.0f |\n",
-			r.Scenario+wsNote(r), r.Format, r.LoadLabel(), r.OK, r.ErrorCount,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %.1f | %.0f | %.0f |\n",
+			r.Scenario+wsNote(r), r.Format, r.LoadLabel(), r.OK, r.ErrorCount, r.Refused,
 			mdMs(r.TTFB.N, r.TTFB.P50), mdMs(r.TTFB.N, r.TTFB.P90), mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.TTFB.N, r.TTFB.Max),
 			mdMs(r.Total.N, r.Total.P50), mdMs(r.Gap.N, r.Gap.P99), rtfCell(r.RTFp50), r.AudioPerSec, r.Throughput,
 			r.Server.CPUPercent, r.Server.RSSPeakMB)
 	}
 	if lines := capacityLines(run, capacityLimitMs); len(lines) > 0 {
-		fmt.Fprintf(w, "\n## Capacity\n\nLargest measured load with TTFB p99 under %g ms and no errors:\n\n%s\n",
+		fmt.Fprintf(w, "\n## Capacity\n\nLargest measured load with TTFB p99 under %g ms, no errors and nothing refused:\n\n%s\n",
 			capacityLimitMs, strings.Join(lines, "\n"))
 	}
-	var errs, notes []string
+	var errs, notes, refused []string
 	for _, r := range run.Results {
 		if len(r.Errors) > 0 {
 			errs = append(errs, fmt.Sprintf("- %s %s: %s", r.Scenario, r.LoadLabel(), mdEscape(errorList(r.Errors))))
+		}
+		if r.Refused > 0 {
+			refused = append(refused, fmt.Sprintf("- %s %s: %s", r.Scenario, r.LoadLabel(), mdEscape(refusalText(r))))
 		}
 		if r.Note != "" {
 			notes = append(notes, fmt.Sprintf("- %s %s: %s", r.Scenario, r.LoadLabel(), mdEscape(r.Note)))
@@ -79,6 +82,11 @@ func writeMarkdown(w io.Writer, run *Run, figs []figure) {
 	}
 	if len(errs) > 0 {
 		fmt.Fprintf(w, "\n## Errors\n\n%s\n", strings.Join(errs, "\n"))
+	}
+	if len(refused) > 0 {
+		fmt.Fprintf(w, "\n## Refused\n\nThe server at capacity turned these away at once (a client then waits its "+
+			"`Retry-After`); they are neither ok nor errors, and the figures above are the admitted operations':\n\n%s\n",
+			strings.Join(refused, "\n"))
 	}
 	if len(notes) > 0 {
 		fmt.Fprintf(w, "\n## Notes\n\n%s\n", strings.Join(notes, "\n"))
@@ -118,7 +126,7 @@ func capacityLines(run *Run, limit float64) []string {
 			seen[k] = true
 			order = append(order, k)
 		}
-		if r.ErrorCount == 0 && r.TTFB.N > 0 && r.TTFB.P99 < limit {
+		if r.ErrorCount == 0 && r.Refused == 0 && r.TTFB.N > 0 && r.TTFB.P99 < limit {
 			if b := best[k]; b == nil || r.Load() > b.Load() {
 				best[k] = r
 			}
@@ -164,6 +172,10 @@ const methodNotes = `
 - **gap**: time between consecutive audio chunks of one stream, at receipt (sse, ws).
 - **RTF**: wall time / audio seconds per operation (median shown); below 1 is faster than real time.
 - **audio s/s**, **ops/s**: per wall second from the first measured start to the last measured end.
+- **refused**: operations the server at capacity turned away (` + "`503 upstream_busy`" + `, or on ws
+  ` + "`task_failed upstream_busy`" + ` before any audio); they are neither ok nor errors, every other
+  figure is of the admitted operations, and the worker waits the ` + "`Retry-After`" + ` (1 s on ws) before
+  its next. The refusal time is from the request (` + "`task_start`" + `, handshake) to that answer.
 - Percentiles interpolate linearly between closest ranks (type 7, as numpy); max is exact.
 - Operations started during warm-up are excluded. Closed loop: each worker starts its next
   operation when the last ends. Open loop: arrivals at a fixed rate; an arrival finding every

@@ -54,6 +54,16 @@ type Result struct {
 	// Errors counts failures by "status code" (HTTP), "sse:<code>",
 	// "ws:<code>", "client:<reason>".
 	Errors map[string]int `json:"errors"`
+	// Refused counts operations the server turned away for capacity
+	// (503 upstream_busy; ws: task_failed upstream_busy before any audio,
+	// or a handshake answered 503 upstream_busy): neither ok nor errors.
+	// Refusal is the time from the request (task_start, handshake) to
+	// that answer.
+	Refused int  `json:"refused,omitempty"`
+	Refusal Dist `json:"refusal_ms"`
+	// Overload marks a level of the overload probe: realtime streams at
+	// Factor times the capacity figure Capacity (streams).
+	Overload *Overload `json:"overload,omitempty"`
 
 	TTFB  Dist `json:"ttfb_ms"`
 	Total Dist `json:"total_ms"`
@@ -79,6 +89,12 @@ type Result struct {
 	ttfbRaw []float64
 }
 
+// Overload is the capacity figure an overload level was a multiple of.
+type Overload struct {
+	Capacity int     `json:"capacity_streams"`
+	Factor   float64 `json:"factor"`
+}
+
 // Load is the load level of a result in its own unit (concurrency or rate),
 // the x axis of sweep plots.
 func (r *Result) Load() float64 {
@@ -96,6 +112,9 @@ func (r *Result) LoadLabel() string {
 	rt := ""
 	if r.Paced {
 		rt = " realtime"
+	}
+	if r.Overload != nil {
+		rt += fmt.Sprintf(" overload %gx", r.Overload.Factor)
 	}
 	if r.Scenario == "ws" {
 		return fmt.Sprintf("c=%d (%dx%d)%s", r.Concurrency, r.Sessions, r.Contexts, rt)

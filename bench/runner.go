@@ -59,6 +59,10 @@ type Options struct {
 	setFlags map[string]bool // flags given on the command line (Main only)
 	baseline bool            // --baseline (Main only)
 	capacity []Probe         // --capacity (suite only)
+	// --overload N, --overload-factors, --overload-duration (Main only).
+	overload         int
+	overloadFactors  []float64
+	overloadDuration time.Duration
 }
 
 // Scenarios the bench knows, in report order.

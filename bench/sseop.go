@@ -45,7 +45,7 @@ func (sc *sseScenario) do(ctx context.Context, _ int) sample {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		s.err = statusError(resp)
+		failStatus(&s, resp)
 		s.total = time.Since(s.start)
 		return s
 	}

@@ -134,6 +134,8 @@ func TestRecorderFill(t *testing.T) {
 	rec.add(ok(0, 10*time.Millisecond, time.Second, 2, 5, 7), true)
 	rec.add(ok(time.Second, 30*time.Millisecond, time.Second, 2, 9), true)
 	rec.add(sample{start: t0.Add(time.Second), total: 3 * time.Second, err: "429 rate_limited"}, true)
+	// A refusal is an operation, neither ok nor an error, timed apart.
+	rec.add(sample{start: t0.Add(time.Second), total: 4 * time.Millisecond, refused: true, retryAfter: time.Second}, true)
 	rec.addError("client:dropped")
 	var res Result
 	rec.fill(&res)
@@ -141,9 +143,11 @@ func TestRecorderFill(t *testing.T) {
 		name      string
 		got, want float64
 	}{
-		{"operations", float64(res.Operations), 3},
+		{"operations", float64(res.Operations), 4},
 		{"ok", float64(res.OK), 2},
 		{"errors", float64(res.ErrorCount), 2},
+		{"refused", float64(res.Refused), 1},
+		{"refusal max", res.Refusal.Max, 4},
 		{"ttfb p50", res.TTFB.P50, 20},
 		{"ttfb max", res.TTFB.Max, 30},
 		{"gap max", res.Gap.Max, 9},
@@ -151,7 +155,7 @@ func TestRecorderFill(t *testing.T) {
 		{"audio", res.AudioSeconds, 4},
 		{"elapsed ends with the last op", res.Elapsed, 4},
 		{"audio per second", res.AudioPerSec, 1},
-		{"ops per second", res.Throughput, 0.75},
+		{"ops per second", res.Throughput, 1},
 		{"rtf p50", res.RTFp50, 0.5},
 		{"rtf aggregate", res.RTFAggregate, 0.5},
 	}

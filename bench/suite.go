@@ -24,7 +24,16 @@ type SuiteOptions struct {
 	// concurrency with the same duration and warm-up, and are appended to
 	// the same run: the report's Capacity section then covers them too.
 	Capacity []Probe
-	Progress io.Writer
+	// Overload, when > 0, is a capacity figure in realtime ws streams: the
+	// overload probe runs last, paced ws at OverloadFactors times it (1.5
+	// and 3), each OverloadDuration measured (default 6 s), with the
+	// two-sentence DefaultText so that a context has a sentence after its
+	// first. What it shows: the streams admitted stay on time, the excess
+	// is refused at once, and throughput holds at capacity (OverloadProbe).
+	Overload         int
+	OverloadFactors  []float64
+	OverloadDuration time.Duration
+	Progress         io.Writer
 }
 
 // Probe is one capacity measurement of a suite: a scenario at a concurrency
@@ -52,6 +61,51 @@ func ParseProbes(s string) ([]Probe, error) {
 		out = append(out, Probe{Scenario: p[:i], Concurrency: n, Pace: pace})
 	}
 	return out, nil
+}
+
+// Overload probe defaults (SuiteOptions.Overload).
+var defaultOverloadFactors = []float64{1.5, 3}
+
+const defaultOverloadDuration = 6 * time.Second
+
+// OverloadProbe runs realtime ws streams (paced listeners, o's text and
+// session settings) at factors (default 1.5 and 3) times capacity, a
+// figure in streams the server is known to hold, each level duration
+// measured (default 6 s). It reports, for the
+// streams admitted, their TTFB and gaps; the refusals (503 upstream_busy,
+// task_failed upstream_busy), counted apart and answered by waiting out
+// their Retry-After; how fast they came; and the audio per second. Each
+// level is bounded like any: a fixed number of listeners, the measured
+// window plus one operation timeout, the bench's sample reservoirs, and
+// only o's base URL is contacted.
+func OverloadProbe(ctx context.Context, o Options, capacity int, factors []float64, duration time.Duration) (*Run, error) {
+	if len(factors) == 0 {
+		factors = defaultOverloadFactors
+	}
+	if duration <= 0 {
+		duration = defaultOverloadDuration
+	}
+	po := o
+	po.Scenarios, po.Pace, po.Duration, po.Rate, po.Requests = []string{"ws"}, true, duration, 0, 0
+	var run *Run
+	for _, f := range factors {
+		po.Sweep = []float64{float64(max(1, int(float64(capacity)*f+0.5)))}
+		pr, err := Execute(ctx, po)
+		if pr != nil {
+			for _, r := range pr.Results {
+				r.Overload = &Overload{Capacity: capacity, Factor: f}
+			}
+			if run == nil {
+				run = pr
+			} else {
+				run.Results = append(run.Results, pr.Results...)
+			}
+		}
+		if err != nil {
+			return run, err
+		}
+	}
+	return run, nil
 }
 
 // SuiteText is about one second of speech: under a real-time paced engine an
@@ -110,6 +164,17 @@ func Suite(ctx context.Context, so SuiteOptions, stdout io.Writer) (*Run, error)
 		var pr *Run
 		if pr, err = Execute(ctx, po); pr != nil {
 			run.Results = append(run.Results, pr.Results...)
+		}
+	}
+	if so.Overload > 0 && err == nil {
+		// The two-sentence text: a context has a sentence after its first,
+		// which must stay on time however many are refused.
+		po := o
+		po.Text = DefaultText
+		var or *Run
+		or, err = OverloadProbe(ctx, po, so.Overload, so.OverloadFactors, so.OverloadDuration)
+		if or != nil {
+			run.Results = append(run.Results, or.Results...)
 		}
 	}
 	run.Args = []string{"voicesvc", "bench", "--suite"}

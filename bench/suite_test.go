@@ -115,6 +115,15 @@ func TestWriteSummaryTargets(t *testing.T) {
 		// The gap fails it, not the TTFB.
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1300, Sessions: 325, Contexts: 4, OK: 10,
 			TTFB: Dist{N: 10, P99: 20}, Gap: Dist{N: 10, P99: 55}},
+		// The overload probe's levels: neither is the PCM streams target's
+		// largest load; the first meets its targets, the second's
+		// refusals came too slowly and its throughput fell.
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1500, Sessions: 375, Contexts: 4, OK: 900,
+			Refused: 300, Refusal: Dist{N: 300, P50: 1, P99: 4}, TTFB: Dist{N: 900, P99: 80}, Gap: Dist{N: 900, P99: 20},
+			AudioPerSec: 990, Overload: &Overload{Capacity: 1000, Factor: 1.5}},
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 3000, Sessions: 750, Contexts: 4, OK: 800,
+			Refused: 900, Refusal: Dist{N: 900, P50: 3, P99: 25}, TTFB: Dist{N: 800, P99: 90}, Gap: Dist{N: 800, P99: 20},
+			AudioPerSec: 800, Overload: &Overload{Capacity: 1000, Factor: 3}},
 	}}
 	var b strings.Builder
 	WriteSummary(&b, []*Run{esp, ref}, []string{"espeak", "reference"})
@@ -126,6 +135,11 @@ func TestWriteSummaryTargets(t *testing.T) {
 		"speak gateway-added TTFB p99 < 2 ms at 64 | TTFB p50 1.0, p99 1.5 ms | yes |",
 		"espeak-ng: >= 1300 realtime PCM streams (ws), TTFB p99 and gap p99 < 50 ms, no errors | c=1300 (325x4) realtime: TTFB p99 20.0 ms, gap p99 55.0 ms, 10 ok, 0 errors | **no** |",
 		"- ws realtime: c=1300 (325x4) realtime (TTFB p99 20.0 ms)",
+		"| ws | c=1500 (375x4) realtime overload 1.5x | espeak-ng | 900 | 0 | 300 |",
+		"overload 1.5x (1500 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 950, no errors | " +
+			"900 admitted: gap p99 20.0 ms, TTFB p99 80.0 ms; 300 refused (in p50 1.0, p99 4.0 ms); 990.0 audio s/s; 0 errors | yes |",
+		"overload 3x (3000 realtime ws streams for a capacity of 1000)",
+		"900 refused (in p50 3.0, p99 25.0 ms); 800.0 audio s/s; 0 errors | **no** |",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)

@@ -21,6 +21,13 @@ const (
 	// add to its time to first audio byte at targetGatewayLevel streams.
 	targetAddedP50Ms = 0.3
 	targetAddedP99Ms = 1.0
+	// The overload probe (graceful overload): at its multiples of a
+	// capacity figure, the admitted streams' gap p99, the refusals' p99,
+	// and the audio per second at least this share of the figure (a paced
+	// stream is one audio second a second).
+	targetOverloadGapMs     = 50.0
+	targetOverloadRefusalMs = 10.0
+	targetOverloadShare     = 0.95
 )
 
 // ReadRuns loads every DIR/*/results.json (one run per engine, as make bench
@@ -60,8 +67,8 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 	}
 	fmt.Fprintf(w, "\nClosed loop; load is concurrent operations (ws: contexts, 4 per session). "+
 		"Latencies in ms; ops/s and audio s/s per wall second.\n\n")
-	fmt.Fprintf(w, "| transport | load | engine | ok | errors | TTFB p50 | TTFB p99 | gap p99 | ops/s | audio s/s | server CPU %% | host steal %% |\n")
-	fmt.Fprintf(w, "| - | -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: |\n")
+	fmt.Fprintf(w, "| transport | load | engine | ok | errors | refused | TTFB p50 | TTFB p99 | gap p99 | ops/s | audio s/s | server CPU %% | host steal %% |\n")
+	fmt.Fprintf(w, "| - | -: | - | -: | -: | -: | -: | -: | -: | -: | -: | -: | -: |\n")
 	type row struct {
 		r      *Result
 		engine string
@@ -93,8 +100,8 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 	})
 	for _, x := range rows {
 		r := x.r
-		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %s | %s | %s | %.1f | %.1f | %.0f | %s |\n",
-			r.Scenario, r.LoadLabel(), mdEscape(x.engine), r.OK, r.ErrorCount,
+		fmt.Fprintf(w, "| %s | %s | %s | %d | %d | %d | %s | %s | %s | %.1f | %.1f | %.0f | %s |\n",
+			r.Scenario, r.LoadLabel(), mdEscape(x.engine), r.OK, r.ErrorCount, r.Refused,
 			mdMs(r.TTFB.N, r.TTFB.P50), mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99),
 			r.Throughput, r.AudioPerSec, r.Server.CPUPercent, stealCell(r))
 	}
@@ -154,12 +161,38 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 		}
 		fmt.Fprintf(w, "| %s: largest measured load with TTFB p99 < %g ms, no errors | %s | - |\n", mdEscape(run.Engine),
 			capacityLimitMs, mdEscape(strings.Join(capacityLines(run, capacityLimitMs), "; ")))
+		writeOverloadTargets(w, run)
 	}
 	fmt.Fprintln(w)
 }
 
+// writeOverloadTargets checks each level of the overload probe: the
+// admitted streams on time, the excess refused at once, throughput held.
+func writeOverloadTargets(w io.Writer, run *Run) {
+	for _, r := range run.Results {
+		o := r.Overload
+		if o == nil {
+			continue
+		}
+		floor := targetOverloadShare * float64(o.Capacity)
+		label := fmt.Sprintf("%s: overload %gx (%d realtime ws streams for a capacity of %d): admitted gap p99 < %g ms, "+
+			"refused within %g ms p99, audio s/s >= %.0f, no errors", run.Engine, o.Factor, r.Concurrency, o.Capacity,
+			targetOverloadGapMs, targetOverloadRefusalMs, floor)
+		refusal := "none refused"
+		if r.Refused > 0 {
+			refusal = fmt.Sprintf("%d refused (in p50 %.1f, p99 %.1f ms)", r.Refused, r.Refusal.P50, r.Refusal.P99)
+		}
+		ok := r.ErrorCount == 0 && r.OK > 0 && r.Gap.N > 0 && r.Gap.P99 < targetOverloadGapMs &&
+			(r.Refused == 0 || r.Refusal.P99 < targetOverloadRefusalMs) && r.AudioPerSec >= floor
+		fmt.Fprintf(w, "| %s | %d admitted: gap p99 %s ms, TTFB p99 %s ms; %s; %.1f audio s/s; %d errors%s | %s |\n",
+			mdEscape(label), r.OK, mdMs(r.Gap.N, r.Gap.P99), mdMs(r.TTFB.N, r.TTFB.P99), refusal, r.AudioPerSec,
+			r.ErrorCount, errorSuffix(r)+stealNote(r), yesNo(ok))
+	}
+}
+
 // largest is the result of scn with the highest load of at least n, if any;
-// with paced, a realtime-paced result wins over a back-to-back one.
+// with paced, a realtime-paced result wins over a back-to-back one. The
+// overload probe's levels are not candidates: they measure refusals.
 func largest(run *Run, scn string, n int, paced bool) *Result {
 	var best *Result
 	better := func(r *Result) bool {
@@ -172,7 +205,7 @@ func largest(run *Run, scn string, n int, paced bool) *Result {
 		return r.Concurrency > best.Concurrency
 	}
 	for _, r := range run.Results {
-		if r.Scenario == scn && r.Mode == "closed" && r.Concurrency >= n && better(r) {
+		if r.Scenario == scn && r.Mode == "closed" && r.Overload == nil && r.Concurrency >= n && better(r) {
 			best = r
 		}
 	}
@@ -181,7 +214,7 @@ func largest(run *Run, scn string, n int, paced bool) *Result {
 
 func exact(run *Run, scn string, n int) *Result {
 	for _, r := range run.Results {
-		if r.Scenario == scn && r.Mode == "closed" && r.Concurrency == n {
+		if r.Scenario == scn && r.Mode == "closed" && r.Overload == nil && r.Concurrency == n {
 			return r
 		}
 	}

@@ -13,10 +13,10 @@ import (
 func WriteTable(w io.Writer, run *Run) error {
 	fmt.Fprintf(w, "engine %s  voice %s  base %s\n", run.Engine, run.Voice, run.BaseURL)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tload\tok\terr\tttfb p50\tp90\tp99\tmax\ttotal p50\trtf\taudio s/s\tops/s\tgap p99\tcpu %\trss MB\tsteal %\t")
+	fmt.Fprintln(tw, "scenario\tload\tok\terr\trefused\tttfb p50\tp90\tp99\tmax\ttotal p50\trtf\taudio s/s\tops/s\tgap p99\tcpu %\trss MB\tsteal %\t")
 	for _, r := range run.Results {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%.0f\t%.0f\t%s\t\n",
-			r.Scenario, r.LoadLabel(), r.OK, r.ErrorCount,
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t%.1f\t%s\t%.0f\t%.0f\t%s\t\n",
+			r.Scenario, r.LoadLabel(), r.OK, r.ErrorCount, r.Refused,
 			msCell(r.TTFB.N, r.TTFB.P50), msCell(r.TTFB.N, r.TTFB.P90), msCell(r.TTFB.N, r.TTFB.P99),
 			msCell(r.TTFB.N, r.TTFB.Max), msCell(r.Total.N, r.Total.P50),
 			rtfCell(r.RTFp50), r.AudioPerSec, r.Throughput, msCell(r.Gap.N, r.Gap.P99),
@@ -29,11 +29,20 @@ func WriteTable(w io.Writer, run *Run) error {
 		if len(r.Errors) > 0 {
 			fmt.Fprintf(w, "errors %s %s: %s\n", r.Scenario, r.LoadLabel(), errorList(r.Errors))
 		}
+		if r.Refused > 0 {
+			fmt.Fprintf(w, "refused %s %s: %s\n", r.Scenario, r.LoadLabel(), refusalText(r))
+		}
 		if r.Note != "" {
 			fmt.Fprintf(w, "note %s %s: %s\n", r.Scenario, r.LoadLabel(), r.Note)
 		}
 	}
 	return nil
+}
+
+// refusalText describes a level's refusals.
+func refusalText(r *Result) string {
+	return fmt.Sprintf("%d of %d operations (503/task_failed upstream_busy), answered in p50 %.1f ms, p99 %.1f ms, max %.1f ms",
+		r.Refused, r.Operations, r.Refusal.P50, r.Refusal.P99, r.Refusal.Max)
 }
 
 // msCell prints milliseconds, or "-" when there was no sample.

@@ -136,8 +136,10 @@ func (c *wsCtx) onAudio(now time.Time, secs float64, n int) {
 	c.audio += secs
 }
 
-// current returns a live connection, dialling if needed; the error is a key.
-func (s *wsSession) current(ctx context.Context) (*wsConn, string) {
+// current returns a live connection, dialling if needed; otherwise why not,
+// as the sample of a failed operation: an error key, or a refused handshake
+// (503 upstream_busy) with its Retry-After.
+func (s *wsSession) current(ctx context.Context) (*wsConn, sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.c != nil {
@@ -145,23 +147,27 @@ func (s *wsSession) current(ctx context.Context) (*wsConn, string) {
 		dead := s.c.dead
 		s.c.mu.Unlock()
 		if !dead {
-			return s.c, ""
+			return s.c, sample{}
 		}
 	}
 	h := http.Header{}
 	h.Set("X-API-Key", s.sc.t.key)
 	conn, resp, err := s.sc.dialer.DialContext(ctx, s.sc.url, h)
 	if err != nil {
+		var f sample
 		if resp != nil {
 			defer resp.Body.Close()
-			return nil, "ws:handshake_" + statusError(resp)
+			if failStatus(&f, resp); f.err != "" {
+				f.err = "ws:handshake_" + f.err
+			}
+			return nil, f
 		}
-		return nil, netError(err)
+		return nil, sample{err: netError(err)}
 	}
 	c := &wsConn{conn: conn, ctxs: map[string]*wsCtx{}, closed: make(chan struct{})}
 	s.c = c
 	go c.read(s.sc)
-	return c, ""
+	return c, sample{}
 }
 
 // end closes the session gracefully: session_end, then wait briefly for the
@@ -319,9 +325,11 @@ func closeKey(err error) string {
 
 func (sc *wsScenario) do(ctx context.Context, slot int) sample {
 	s := sc.sessions[slot/sc.contexts]
-	c, key := s.current(ctx)
-	if key != "" {
-		return sample{start: time.Now(), err: key}
+	start := time.Now()
+	c, f := s.current(ctx)
+	if c == nil {
+		f.start, f.total = start, time.Since(start)
+		return f
 	}
 	id := fmt.Sprintf("c%d", s.seq.Add(1))
 	x := &wsCtx{done: make(chan struct{})}
@@ -364,7 +372,13 @@ func (sc *wsScenario) do(ctx context.Context, slot int) sample {
 	case out.audio == 0:
 		out.audio = pcmSeconds(x.bytes, x.bps, x.rate)
 	}
-	if out.err == "" && x.ttfb == 0 {
+	switch {
+	case out.err == "ws:upstream_busy" && x.ttfb == 0:
+		// The engine at capacity refused the context (at once, before
+		// any audio): a refusal, not a failure. The frame carries no
+		// Retry-After; the handshake's is a second.
+		out.err, out.refused, out.retryAfter = "", true, refusalBackoff
+	case out.err == "" && x.ttfb == 0:
 		out.err = "ws:no_audio"
 	}
 	return out

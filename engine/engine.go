@@ -12,7 +12,9 @@ import (
 
 // Typed errors that transports map to statuses and codes.
 var (
-	// ErrBusy: the pool's queue is full (503 upstream_busy, Retry-After).
+	// ErrBusy: the engine cannot take the request now: the pool's queue is
+	// full, or it is at capacity (ErrOverCapacity) (503 upstream_busy,
+	// Retry-After).
 	ErrBusy = errors.New("engine: busy")
 	// ErrInvalidInput: the engine cannot use the text or input (422).
 	ErrInvalidInput = errors.New("engine: invalid input")
@@ -54,6 +56,12 @@ type Request struct {
 	// zero means now. A realtime context sets it for its later sentences
 	// to when the audio it already has will have played.
 	Due time.Time
+	// Continues: the request carries on a stream the engine already took
+	// (a realtime context's sentence after its first), whose listener has
+	// audio until Due. The pool never refuses it for capacity (admission
+	// is for new work: a stream once taken is not cut off), and it becomes
+	// due shortly before Due, where a new request is due as it arrives.
+	Continues bool
 	// InHand: the listener still has audio to play (the pool sets it for a
 	// sentence that is not due yet), so a worker may deliver the sentence's
 	// chunks together when it is done instead of its first chunk at once.

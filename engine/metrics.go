@@ -23,11 +23,17 @@ var (
 	poolActive = prometheus.NewDesc("voicesvc_engine_active_sentences",
 		"Sentences held by workers now.", []string{"engine"}, nil)
 	poolFinished = prometheus.NewDesc("voicesvc_engine_requests_total",
-		"Engine requests by result: completed, cancelled, failed, rejected (queue full).", []string{"engine", "result"}, nil)
+		"Engine requests by result: completed, cancelled, failed, rejected (queue full), refused (at capacity, new requests and checks before a realtime session or context opens).", []string{"engine", "result"}, nil)
 	poolRestarts = prometheus.NewDesc("voicesvc_engine_worker_restarts_total",
 		"Workers replaced after dying.", []string{"engine"}, nil)
 	poolSentences = prometheus.NewDesc("voicesvc_engine_sentences_total",
 		"Sentences synthesized.", []string{"engine"}, nil)
+	poolBehind = prometheus.NewDesc("voicesvc_engine_behind_seconds",
+		"How late a new request arriving now would start: the predicted wait or the lag of the most overdue sentence, the larger.", []string{"engine"}, nil)
+	poolRefusing = prometheus.NewDesc("voicesvc_engine_refusing",
+		"1 while the pool refuses new requests for capacity (503 upstream_busy), else 0.", []string{"engine"}, nil)
+	poolCapacity = prometheus.NewDesc("voicesvc_engine_capacity_audio_seconds",
+		"Audio seconds a second the workers render with all of them busy, as learned under the recent load (0 until learned).", []string{"engine"}, nil)
 	poolWait = prometheus.NewDesc("voicesvc_engine_queue_wait_seconds",
 		"Time an admitted request waited for a worker to take its first sentence.", []string{"engine"}, nil)
 )
@@ -39,7 +45,7 @@ type poolCollector struct {
 
 func (c *poolCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{poolWorkers, poolQueue, poolRequests, poolActive, poolFinished,
-		poolRestarts, poolSentences, poolWait} {
+		poolRestarts, poolSentences, poolWait, poolBehind, poolRefusing, poolCapacity} {
 		ch <- d
 	}
 }
@@ -61,6 +67,14 @@ func (c *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(poolFinished, s.Cancelled, "cancelled")
 	counter(poolFinished, s.Failed, "failed")
 	counter(poolFinished, s.Rejected, "rejected")
+	counter(poolFinished, s.Refused, "refused")
+	refusing := 0.0
+	if s.Refusing {
+		refusing = 1
+	}
+	ch <- prometheus.MustNewConstMetric(poolBehind, prometheus.GaugeValue, s.Behind.Seconds(), e)
+	ch <- prometheus.MustNewConstMetric(poolRefusing, prometheus.GaugeValue, refusing, e)
+	ch <- prometheus.MustNewConstMetric(poolCapacity, prometheus.GaugeValue, s.Capacity, e)
 	counter(poolRestarts, s.Restarts)
 	counter(poolSentences, s.Sentences)
 	buckets := make(map[float64]uint64, len(WaitBuckets))

@@ -63,6 +63,13 @@ type PoolOptions struct {
 	// once; the garbage they no longer leave was a quarter of the gateway's
 	// cost per audio second.
 	RecycleSamples bool
+	// MaxLag turns on graceful overload (admit.go): a new request is
+	// refused with ErrOverCapacity, at once, while taking it would leave
+	// the admitted work more than MaxLag behind schedule. Keep it under
+	// dueSlack (250 ms), the margin a stream's next sentence is given
+	// before its listener runs out. 0: never refuse for capacity (only
+	// QueueDepth bounds what is admitted).
+	MaxLag time.Duration
 }
 
 // PoolStats is a snapshot of the pool for metrics and tests.
@@ -74,25 +81,42 @@ type PoolStats struct {
 	Completed uint64 // requests finished successfully
 	Cancelled uint64 // requests stopped by their context
 	Failed    uint64 // requests ended by an error
-	Rejected  uint64 // requests refused with ErrBusy
+	Rejected  uint64 // requests refused with ErrBusy: the queue was full
+	// Refused counts new requests, and Admit checks, refused for capacity
+	// (ErrOverCapacity, PoolOptions.MaxLag).
+	Refused   uint64
 	Restarts  uint64 // workers replaced after dying
 	Sentences uint64 // sentences synthesized
 	// Wait is the time admitted requests waited for a worker to take their
 	// first sentence: a histogram over WaitBuckets (cumulative counts are
 	// made by the reader; these are per bucket, the last one above all).
 	Wait WaitHistogram
+	// Behind is how late a new request arriving now would start (admit.go:
+	// the predicted wait or the measured lag, the larger); Refusing whether
+	// the pool is refusing new requests (PoolOptions.MaxLag).
+	Behind   time.Duration
+	Refusing bool
+	// Capacity is the audio seconds a second the workers render with all
+	// of them busy, as learned from the sentences rendered under the
+	// recent load (0 until learned).
+	Capacity float64
 }
 
 // Pool is an Engine that runs requests on workers sentence by sentence,
-// earliest deadline first. A request's deadline is dueSlack before a
-// listener who started playing it on arrival would run out of audio: its
-// arrival plus the audio rendered so far. A new request is due at once;
-// one that has rendered a sentence is not due again until that sentence
-// has nearly played. So a first sentence, which someone is waiting for,
-// goes before the continuation of a stream that has audio in hand, and a
-// long text cannot starve a short one (each sentence pushes its deadline
-// back). Among requests that are all behind (overload), the one furthest
-// behind goes first.
+// earliest deadline first. A new request is due as it arrives; once it has
+// rendered audio, its deadline is dueSlack before a listener who started
+// playing it on arrival would run out of audio (its arrival plus the audio
+// rendered so far), so it is not due again until that sentence has nearly
+// played. So a first sentence, which someone is waiting for, goes before
+// the rest of a long text whose listener has audio in hand, and a long
+// text cannot starve a short one (each sentence pushes its deadline back).
+// A realtime context's next sentence (Request.Continues, one engine call
+// per sentence, asked for once the last is out) is due dueSlack before it
+// is asked for: a stream the pool already took goes before the new
+// requests that came after it. Among requests that are all behind
+// (overload), the one furthest behind goes first. With MaxLag, new
+// requests beyond the pool's capacity are refused rather than queued
+// (admit.go).
 type Pool struct {
 	opts PoolOptions
 
@@ -103,6 +127,7 @@ type Pool struct {
 	stats    PoolStats
 	workers  []Worker
 	starting []sync.Mutex // per worker: one replacement starts at a time
+	adm      admission    // graceful overload (admit.go)
 	wg       sync.WaitGroup
 }
 
@@ -126,7 +151,7 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 		e := opts.Engine
 		opts.NewWorker = func(int) (Worker, error) { return InProcess(e), nil }
 	}
-	p := &Pool{opts: opts, workers: make([]Worker, opts.Workers)}
+	p := &Pool{opts: opts, workers: make([]Worker, opts.Workers), adm: newAdmission(opts.Workers)}
 	p.wake = sync.NewCond(&p.mu)
 	for i := range p.workers {
 		w, err := opts.NewWorker(i)
@@ -182,6 +207,10 @@ func (p *Pool) Close() error {
 func (p *Pool) Ready() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	return p.readyLocked()
+}
+
+func (p *Pool) readyLocked() error {
 	switch {
 	case p.closed:
 		return fmt.Errorf("%w: pool closed", ErrUnavailable)
@@ -197,6 +226,15 @@ func (p *Pool) Stats() PoolStats {
 	defer p.mu.Unlock()
 	s := p.stats
 	s.Queued = len(p.ready)
+	s.Behind = p.behindLocked(time.Now())
+	if p.opts.MaxLag > 0 {
+		// What a new request arriving now would be told: the state moves
+		// as the next request would move it, so that an idle pool does
+		// not show the refusal of the last burst.
+		p.adm.refusing = refuse(p.adm.refusing, s.Behind, p.opts.MaxLag)
+	}
+	s.Refusing = p.adm.refusing
+	s.Capacity = p.adm.rate * float64(p.stats.Workers)
 	return s
 }
 
@@ -232,7 +270,14 @@ type job struct {
 
 	queued  time.Time // when Synthesize admitted the request
 	arrived time.Time // queued, or req.Due
-	due     time.Time // dueSlack before the listener runs out: arrived + audio rendered
+	// due orders the queue: a new request's arrival; later, dueSlack
+	// before its listener runs out (arrived + audio rendered).
+	due time.Time
+	// inHand: until then the listener has audio in hand (Request.InHand).
+	// It is due, except for a realtime context's next sentence, which is
+	// due sooner than its listener needs it.
+	inHand  time.Time
+	readyAt time.Time // when it last entered the ready queue
 
 	samples, words int // offsets of the next sentence in the request's audio
 }
@@ -248,7 +293,9 @@ func (j *job) finished() bool { return j.next == len(j.sents) && !j.busy }
 
 // Synthesize splits req.Text into sentences and delivers their chunks in
 // order, with Sentence, word offsets and sample positions relative to the
-// whole request. Returns ErrBusy (wrapped) when the queue is full.
+// whole request. Returns ErrBusy (wrapped) when the queue is full, and
+// ErrOverCapacity when the pool is at capacity and req is new (not
+// req.Continues; PoolOptions.MaxLag).
 func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) error) error {
 	sents := Sentences(req.Text)
 	if len(sents) == 0 {
@@ -261,8 +308,24 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 	if !req.Due.IsZero() {
 		arrived = req.Due
 	}
+	// A new request's listener is waiting from its arrival. One that
+	// continues a stream has audio until Due (InHand until dueSlack
+	// before), and goes before the new requests that came after it was
+	// asked for: a stream already taken is kept going first. At capacity
+	// the pool then holds back new requests, which it may refuse, not the
+	// streams it took (whose next sentence would otherwise wait until
+	// dueSlack before its listener runs out, with no margin for a hiccup).
+	// A stream already behind (Due passed) is as far behind as that says.
+	due, inHand := arrived, arrived
+	if req.Continues {
+		inHand = arrived.Add(-dueSlack)
+		due = inHand
+		if queued.Before(arrived) {
+			due = queued.Add(-dueSlack)
+		}
+	}
 	j := &job{ctx: jctx, req: req, sents: sents, cond: sync.NewCond(&p.mu), queued: queued, arrived: arrived,
-		due: arrived.Add(-dueSlack)}
+		due: due, inHand: inHand}
 	p.mu.Lock()
 	switch {
 	case p.closed:
@@ -272,6 +335,14 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 		p.stats.Rejected++
 		p.mu.Unlock()
 		return fmt.Errorf("%w: %d requests in the engine queue", ErrBusy, p.stats.Requests)
+	}
+	if !req.Continues {
+		// Decided with the queue as it is, under the lock that enqueues:
+		// a burst is refused beyond what fits, not admitted whole.
+		if err := p.admitLocked(queued); err != nil {
+			p.mu.Unlock()
+			return err
+		}
 	}
 	p.stats.Requests++
 	p.enqueue(j)
@@ -345,6 +416,7 @@ func (p *Pool) enqueue(j *job) {
 		j.fail(fmt.Errorf("%w: pool closed", ErrUnavailable))
 		return
 	}
+	j.readyAt = time.Now()
 	p.ready = append(p.ready, j)
 	p.wake.Signal()
 }
@@ -362,7 +434,11 @@ func (p *Pool) dequeue(j *job) {
 // request becomes due: a sentence takes a few milliseconds to render and
 // its first chunk must also cross the gateway, so a continuation is not
 // left to the last moment, where any queue would mean a gap. A new
-// request's listener has run out already: it is due dueSlack before now.
+// request is due as it arrives: its listener is waiting, but a stream in
+// its last dueSlack goes first, so that the new requests a pool at
+// capacity holds (up to PoolOptions.MaxLag of them) never make it late.
+// A realtime context's next sentence has the same head start over the new
+// requests that come after it is asked for.
 const dueSlack = 250 * time.Millisecond
 
 // takeEarliest removes and returns the ready job due first. A scan: the
@@ -397,6 +473,8 @@ func (p *Pool) run(i int) {
 		j.next++
 		j.busy = true
 		p.stats.Active++
+		textLen, before := len(j.sents[idx].Text), j.samples
+		p.adm.started(i, textLen, time.Now())
 		p.mu.Unlock()
 		var waited time.Duration
 		if idx == 0 {
@@ -410,9 +488,13 @@ func (p *Pool) run(i int) {
 		p.stats.Active--
 		p.stats.Sentences++
 		j.busy = false
+		var audio float64
 		if rate := p.opts.Engine.NativeRate(); rate > 0 {
+			audio = float64(j.samples-before) / float64(rate)
 			j.due = j.arrived.Add(time.Duration(float64(j.samples)/float64(rate)*float64(time.Second)) - dueSlack)
+			j.inHand = j.due
 		}
+		p.adm.ended(i, textLen, j.req.Continues, audio, err == nil && j.ctx.Err() == nil, time.Now())
 		switch {
 		case err != nil:
 			j.fail(err)
@@ -437,7 +519,7 @@ func (p *Pool) sentence(i int, j *job, idx int) error {
 	span := j.sents[idx]
 	req := j.req
 	req.Text = span.Text
-	req.InHand = time.Now().Before(j.due)
+	req.InHand = time.Now().Before(j.inHand)
 	for attempt := 0; ; attempt++ {
 		w, err := p.worker(i)
 		if err != nil {

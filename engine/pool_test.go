@@ -278,18 +278,23 @@ func (w *inHandLog) Synthesize(ctx context.Context, req engine.Request, emit fun
 }
 
 // TestPoolInHand: the pool tells a worker a sentence's listener has audio
-// in hand exactly when the sentence is not due yet: never for a request's
-// first sentence, always for the later ones of a request rendered far
-// ahead of real time, never for a request whose listener is behind.
+// in hand exactly when the listener does: never for a request's first
+// sentence, always for the later ones of a request rendered far ahead of
+// real time, never for a request whose listener is behind, and for a
+// stream's continuation whose listener has audio (though it is due at
+// once: it goes before new requests).
 func TestPoolInHand(t *testing.T) {
 	text := "The first sentence of this request is long enough. So is the second one of them. And the third."
 	tests := []struct {
-		name string
-		due  time.Time
-		want []bool
+		name      string
+		due       time.Time
+		continues bool
+		want      []bool
 	}{
-		{"new", time.Time{}, []bool{false, true, true}},
-		{"behind", time.Now().Add(-time.Hour), []bool{false, false, false}},
+		{"new", time.Time{}, false, []bool{false, true, true}},
+		{"behind", time.Now().Add(-time.Hour), false, []bool{false, false, false}},
+		{"continuation in hand", time.Now().Add(time.Hour), true, []bool{true, true, true}},
+		{"continuation behind", time.Now().Add(-time.Hour), true, []bool{false, false, false}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,7 +302,7 @@ func TestPoolInHand(t *testing.T) {
 			w := &inHandLog{Worker: engine.InProcess(ref)}
 			p := newPool(t, engine.PoolOptions{Engine: ref, Workers: 1,
 				NewWorker: func(int) (engine.Worker, error) { return w, nil }})
-			if _, err := collect(context.Background(), p, engine.Request{Text: text, Due: tc.due}); err != nil {
+			if _, err := collect(context.Background(), p, engine.Request{Text: text, Due: tc.due, Continues: tc.continues}); err != nil {
 				t.Fatal(err)
 			}
 			w.mu.Lock()

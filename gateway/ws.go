@@ -21,6 +21,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/sessions"
+	"voicesvc/synth"
 )
 
 // GET {api_root}/stream: the realtime WebSocket (docs/realtime.md).
@@ -449,10 +450,17 @@ type engineReadier interface{ Ready() error }
 // The pool is the engine the server runs; keep it answering Ready.
 var _ engineReadier = (*engine.Pool)(nil)
 
-// engineReady: 503 upstream_busy when the engine says it cannot take work.
+// engineReady: 503 upstream_busy when the engine says it cannot take work:
+// it is closed or its queue is full, or it is at capacity (engine.Admitter:
+// a session opened now could not have its first context taken, and the
+// streams already admitted would be made late), with the Retry-After the
+// engine gives.
 func (s *Server) engineReady() error {
 	if r, ok := s.engine.(engineReadier); ok && r.Ready() != nil {
 		return errWSEngine
+	}
+	if err := engine.Admit(s.engine); err != nil {
+		return synth.EngineError(err)
 	}
 	return nil
 }

@@ -5,9 +5,9 @@
 # For each engine (espeak, then reference paced at real time) it starts
 # `voicesvc serve --addr 127.0.0.1:0`, makes an enterprise workspace with room
 # for the load and a key, runs `voicesvc bench suite` (speak, sse, ws, compat
-# at concurrency 1, 16, 64, 256, plus the capacity probes below) with the
-# server's pid so that CPU and RSS are measured, and stops the server with
-# SIGTERM. Then `voicesvc bench compare` puts the two runs side by side.
+# at concurrency 1, 16, 64, 256, plus the capacity probes below and, for
+# espeak, the overload probe) with the server's pid so that CPU and RSS are
+# measured, and stops the server with SIGTERM. Then `voicesvc bench compare` puts the two runs side by side.
 #
 # Output, one directory per run: bench/results/<UTC timestamp>/
 #   espeak/    results.json, report.md, plots       (real engine)
@@ -32,10 +32,12 @@
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 3s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
-# CAPACITY_ESPEAK (ws=500/rt,ws=1000/rt,ws=1300/rt: realtime listeners, see
+# CAPACITY_ESPEAK (ws=500/rt,ws=1300/rt: realtime listeners, see
 # `voicesvc bench --pace`), CAPACITY_REFERENCE (ws=1000,sse=500: the reference
-# engine is itself paced at real time), VOICE_ESPEAK (en-us-linda),
-# VOICE_REFERENCE (ref-en-high).
+# engine is itself paced at real time), OVERLOAD_ESPEAK (1300: the realtime ws
+# streams espeak holds on 2 cores; the overload probe runs 1.5x and 3x that,
+# 6 s measured each, about 22 s in all; 0 skips it), VOICE_ESPEAK
+# (en-us-linda), VOICE_REFERENCE (ref-en-high).
 set -euo pipefail
 
 BIN=${BIN:-bin/voicesvc}
@@ -45,7 +47,8 @@ DURATION=${BENCH_DURATION:-3s}
 WARMUP=${BENCH_WARMUP:-1s}
 ENGINES=${BENCH_ENGINES:-espeak reference}
 LEVELS=${BENCH_LEVELS:-1,16,64,256}
-CAPACITY_ESPEAK=${CAPACITY_ESPEAK:-ws=500/rt,ws=1000/rt,ws=1300/rt}
+CAPACITY_ESPEAK=${CAPACITY_ESPEAK:-ws=500/rt,ws=1300/rt}
+OVERLOAD_ESPEAK=${OVERLOAD_ESPEAK:-1300}
 CAPACITY_REFERENCE=${CAPACITY_REFERENCE:-ws=1000,sse=500}
 VOICE_ESPEAK=${VOICE_ESPEAK:-en-us-linda}
 VOICE_REFERENCE=${VOICE_REFERENCE:-ref-en-high}
@@ -119,15 +122,15 @@ t0=$(date +%s)
 for engine in $ENGINES; do
   mkdir -p "$tmp/$engine"
   db="sqlite://$tmp/$engine/bench.db"
-  capacity=$CAPACITY_ESPEAK voice=$VOICE_ESPEAK
-  if [ "$engine" = reference ]; then capacity=$CAPACITY_REFERENCE voice=$VOICE_REFERENCE; fi
+  capacity=$CAPACITY_ESPEAK voice=$VOICE_ESPEAK overload=$OVERLOAD_ESPEAK
+  if [ "$engine" = reference ]; then capacity=$CAPACITY_REFERENCE voice=$VOICE_REFERENCE overload=0; fi
   start_server "$engine" "$db"
   key=$(workspace "$db")
   mkdir -p "$OUT/$engine"
   echo "== $engine: $base (pid $server_pid), levels $LEVELS, $WARMUP + $DURATION per level, capacity $capacity"
   "$BIN" bench suite --base "$base" --key "$key" --server-pid "$server_pid" --voice "$voice" \
     --out "$OUT/$engine" --sweep "$LEVELS" --duration "$DURATION" --warmup "$WARMUP" \
-    ${capacity:+--capacity "$capacity"} | tee "$OUT/$engine/table.txt"
+    ${capacity:+--capacity "$capacity"} --overload "${overload:-0}" | tee "$OUT/$engine/table.txt"
   stop_server
   echo "   $engine done at +$(($(date +%s) - t0))s"
 done

@@ -76,6 +76,10 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 		s.reject(refusal(p.contextID, err))
 		return false, nil
 	}
+	if err := engine.Admit(eng); errors.Is(err, engine.ErrOverCapacity) {
+		s.refuseStart(p.contextID, eng, err)
+		return false, nil
+	}
 	charged, end, err := s.charge(p.contextID, p.textChars)
 	if end {
 		return true, err
@@ -101,6 +105,32 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	t.appendLocked(p.opts.Text, p.finalize)
 	s.mu.Unlock()
 	return false, nil
+}
+
+// refuseStart answers a task_start the voice's engine refuses for capacity
+// (engine.Admitter): task_failed upstream_busy at once, without
+// task_started; the context is never opened and nothing is billed. The
+// client retries it later, or elsewhere (docs/realtime.md). The engine
+// takes the streams it already has to the end: a refusal falls only on new
+// contexts (and, on a race with others, a context's first sentence).
+func (s *session) refuseStart(contextID string, eng engine.Engine, err error) {
+	code := control.ErrorCode(synth.EngineError(err))
+	trace := ""
+	if o := s.deps.Observer; o != nil {
+		// Counted and traced like any context that failed.
+		if span := o.ContextStarted(time.Now(), eng.Name()); span != nil {
+			trace = span.TraceID()
+			span.End(code, 0)
+		}
+	}
+	if trace == "" {
+		trace = control.NewID()
+	}
+	f := getFrame()
+	f.hdr = appendTaskFailed(f.hdr, jsonw.AppendString(nil, contextID), 0, code, trace)
+	s.mu.Lock()
+	s.pushLocked(f, true)
+	s.mu.Unlock()
 }
 
 // voice resolves voice_id; a *msgError is a non-fatal refusal.

@@ -158,7 +158,7 @@ func (t *task) run(ctx context.Context) {
 	s.mu.Lock()
 	for !t.closed && len(t.queued) > 0 && s.aborting == nil {
 		// From here the sentence's characters are spent (billing.go).
-		text, at := t.queued[0].text, t.queued[0].at
+		text, at, cost := t.queued[0].text, t.queued[0].at, t.queued[0].cost
 		t.queuedChars -= t.queued[0].cost
 		t.queued[0] = sentence{}
 		t.queued = t.queued[1:]
@@ -174,7 +174,7 @@ func (t *task) run(ctx context.Context) {
 		pre := t.takeAhead(text)
 		if next != "" {
 			// At most one sentence ahead: the one after this.
-			t.aheadText, t.ahead = next, engine.RenderAhead(ctx, t.eng, t.request(next), aheadChunks)
+			t.aheadText, t.ahead = next, engine.RenderAhead(ctx, t.eng, t.request(next, index+1), aheadChunks)
 		}
 		dur, err := t.render(ctx, index, text, at, pre)
 
@@ -190,6 +190,11 @@ func (t *task) run(ctx context.Context) {
 			f.hdr = appendSentenceDone(f.hdr, t.idJSON, index, text, dur)
 			s.pushLocked(f, false)
 		default:
+			if dur == 0 && errors.Is(err, engine.ErrBusy) {
+				// Refused by the engine before any of it was rendered:
+				// its synthesis never started, so it is not billed.
+				t.dropped += cost
+			}
 			t.failLocked(err)
 		}
 	}
@@ -236,14 +241,18 @@ func (t *task) takeAhead(text string) *engine.Ahead {
 	return a
 }
 
-// request is the task's engine request for one sentence. The pool serves
+// request is the task's engine request for sentence index. The pool serves
 // what is due first: a sentence is due when the context's audio so far
 // will have played (from its first chunk), so a context with audio in
-// hand yields to one whose listener waits.
-func (t *task) request(text string) engine.Request {
+// hand yields to one whose listener waits. Every sentence after the first
+// continues the context, which the engine took with the first: an engine
+// at capacity refuses a context's first sentence (task_failed
+// upstream_busy), never the rest of a context it is speaking.
+func (t *task) request(text string, index int) engine.Request {
 	req := t.req
 	req.Text = text
 	req.Due = t.start.Add(t.firstAudio + time.Duration(t.audio*float64(time.Second)))
+	req.Continues = index > 0
 	return req
 }
 
@@ -280,7 +289,7 @@ func (t *task) render(ctx context.Context, index int, text string, at int, pre *
 		dur += d
 		return nil
 	}
-	req := t.request(text)
+	req := t.request(text, index)
 	began = time.Now()
 	var eng engine.Engine = t.eng
 	if pre != nil {
@@ -317,7 +326,10 @@ func (a *aheadFirst) Synthesize(ctx context.Context, req engine.Request, emit fu
 
 // patient is the engine as a live session uses it: while the pool is full
 // and nothing was emitted yet it waits and tries again, since for a live
-// session a short wait beats failing the context.
+// session a short wait beats failing the context. A refusal for capacity
+// (engine.ErrOverCapacity, only ever a context's first sentence) is the
+// answer at once: waiting would make this context the late stream the
+// refusal is there to prevent.
 type patient struct{ engine.Engine }
 
 func (p patient) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
@@ -329,7 +341,7 @@ func (p patient) Synthesize(ctx context.Context, req engine.Request, emit func(e
 	backoff := 20 * time.Millisecond
 	for waited := time.Duration(0); ; waited += backoff {
 		err := p.Engine.Synthesize(ctx, req, wrapped)
-		if !errors.Is(err, engine.ErrBusy) || emitted || waited >= 3*time.Second {
+		if !errors.Is(err, engine.ErrBusy) || errors.Is(err, engine.ErrOverCapacity) || emitted || waited >= 3*time.Second {
 			return err
 		}
 		tm := time.NewTimer(backoff)
@@ -416,7 +428,11 @@ func (t *task) failLocked(err error) {
 	}
 	// The code every transport gives this engine failure.
 	code := control.ErrorCode(synth.EngineError(err))
-	s.log.Warn("websocket context failed", "context_id", t.id, "trace_id", t.trace, "err", err)
+	if !errors.Is(err, engine.ErrOverCapacity) {
+		// (A refusal for capacity is an answer, counted by the metrics:
+		// under overload there are thousands a second.)
+		s.log.Warn("websocket context failed", "context_id", t.id, "trace_id", t.trace, "err", err)
+	}
 	t.outcome = code
 	t.closeLocked()
 	f := getFrame()

@@ -21,11 +21,12 @@ type serveConfig struct {
 	BaseURL string
 	Billing string
 
-	Engine        string  // espeak | reference
-	Workers       int     // engine worker processes (0: in-process, one worker)
-	QueueDepth    int     // sentences waiting for a worker before upstream_busy
-	ReferenceRTF  float64 // reference engine pacing: 1 = real time, 0 = as fast as possible
-	MediaDir      string  // where clone previews are written and served from
+	Engine        string        // espeak | reference
+	Workers       int           // engine worker processes (0: in-process, one worker)
+	QueueDepth    int           // sentences waiting for a worker before upstream_busy
+	MaxLag        time.Duration // new requests refused while the engine is this far behind (0: never)
+	ReferenceRTF  float64       // reference engine pacing: 1 = real time, 0 = as fast as possible
+	MediaDir      string        // where clone previews are written and served from
 	IdleTimeout   time.Duration
 	MaxConns      int // open connections at once; 0: the open-file limit less a reserve
 	ShutdownGrace time.Duration
@@ -51,6 +52,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.StringVar(&c.Engine, "engine", "espeak", "speech engine: espeak | reference (a tone, for measuring the gateway); env VOICESVC_ENGINE")
 	fs.IntVar(&c.Workers, "engine-workers", runtime.NumCPU(), "engine worker subprocesses (0 = one in-process worker); env VOICESVC_ENGINE_WORKERS")
 	fs.IntVar(&c.QueueDepth, "engine-queue", 4096, "synthesis requests admitted to the engine at once (running or waiting) before 503 upstream_busy; env VOICESVC_ENGINE_QUEUE")
+	fs.DurationVar(&c.MaxLag, "engine-max-lag", 100*time.Millisecond, "graceful overload: refuse new synthesis (503 upstream_busy, task_failed upstream_busy) while the engine is this far behind schedule, so that admitted streams stay on time (0 = never refuse for capacity; at most 250ms); env VOICESVC_ENGINE_MAX_LAG")
 	fs.Float64Var(&c.ReferenceRTF, "reference-rtf", 1, "reference engine pacing (1 = real time, 0 = unpaced); env VOICESVC_REFERENCE_RTF")
 	fs.StringVar(&c.MediaDir, "media-dir", "./data/media", "directory for clone previews, served under /media/ (empty = off); env VOICESVC_MEDIA_DIR")
 	fs.DurationVar(&c.IdleTimeout, "ws-idle-timeout", 600*time.Second, "realtime session idle timeout; env VOICESVC_WS_IDLE_TIMEOUT")
@@ -89,9 +91,9 @@ var serveEnv = map[string]string{
 	"addr": "VOICESVC_ADDR", "db": "VOICESVC_DB", "base-url": "VOICESVC_BASE_URL",
 	"billing": "VOICESVC_BILLING", "engine": "VOICESVC_ENGINE",
 	"engine-workers": "VOICESVC_ENGINE_WORKERS", "engine-queue": "VOICESVC_ENGINE_QUEUE",
-	"reference-rtf": "VOICESVC_REFERENCE_RTF", "media-dir": "VOICESVC_MEDIA_DIR",
-	"ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT", "shutdown-grace": "VOICESVC_SHUTDOWN_GRACE",
-	"max-conns": "VOICESVC_MAX_CONNS",
+	"engine-max-lag": "VOICESVC_ENGINE_MAX_LAG", "reference-rtf": "VOICESVC_REFERENCE_RTF",
+	"media-dir": "VOICESVC_MEDIA_DIR", "ws-idle-timeout": "VOICESVC_WS_IDLE_TIMEOUT",
+	"shutdown-grace": "VOICESVC_SHUTDOWN_GRACE", "max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
 	"metrics-workspace-label": "VOICESVC_METRICS_WORKSPACE_LABEL",
 	"config":                  "VOICESVC_CONFIG",
@@ -115,6 +117,12 @@ func applyEnv(fs *flag.FlagSet, vars map[string]string) error {
 	return nil
 }
 
+// maxEngineLag bounds --engine-max-lag: a continuation is due 250 ms
+// before its listener runs out of audio (engine.Pool), so a pool let fall
+// further behind than that before refusing would make admitted streams
+// late, which the limit is there to prevent.
+const maxEngineLag = 250 * time.Millisecond
+
 func (c serveConfig) validate() error {
 	switch {
 	case !control.ValidBilling(c.Billing):
@@ -125,6 +133,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--engine-workers %d: want 0-256", c.Workers)
 	case c.QueueDepth < 1:
 		return fmt.Errorf("--engine-queue %d: want at least 1", c.QueueDepth)
+	case c.MaxLag < 0 || c.MaxLag > maxEngineLag:
+		return fmt.Errorf("--engine-max-lag %v: want 0 (off) to %v", c.MaxLag, maxEngineLag)
 	case c.ReferenceRTF < 0:
 		return fmt.Errorf("--reference-rtf %g: want 0 or more", c.ReferenceRTF)
 	case c.IdleTimeout <= 0:

@@ -89,3 +89,40 @@ func TestConfigFileErrors(t *testing.T) {
 		t.Fatal("a missing file must stop the server")
 	}
 }
+
+// --engine-max-lag: 100 ms by default, 0 turns graceful overload off, and
+// a negative value or one beyond the 250 ms head start a continuation has
+// stops the server at start; the environment sets it too.
+func TestEngineMaxLag(t *testing.T) {
+	for _, v := range []string{"VOICESVC_ENGINE_MAX_LAG", "VOICESVC_CONFIG"} {
+		os.Unsetenv(v)
+	}
+	tests := []struct {
+		args []string
+		env  string
+		want time.Duration
+		ok   bool
+	}{
+		{nil, "", 100 * time.Millisecond, true},
+		{[]string{"--engine-max-lag", "0"}, "", 0, true},
+		{[]string{"--engine-max-lag", "250ms"}, "", 250 * time.Millisecond, true},
+		{nil, "40ms", 40 * time.Millisecond, true},
+		{[]string{"--engine-max-lag", "-1ms"}, "", 0, false},
+		{[]string{"--engine-max-lag", "1s"}, "", 0, false},
+		{nil, "lots", 0, false},
+	}
+	for _, tc := range tests {
+		if tc.env != "" {
+			t.Setenv("VOICESVC_ENGINE_MAX_LAG", tc.env)
+		} else {
+			os.Unsetenv("VOICESVC_ENGINE_MAX_LAG")
+		}
+		c, err := parseServeConfig(tc.args, io.Discard)
+		switch {
+		case tc.ok && (err != nil || c.MaxLag != tc.want):
+			t.Errorf("%v %q: %v %v, want %v", tc.args, tc.env, c.MaxLag, err, tc.want)
+		case !tc.ok && err == nil:
+			t.Errorf("%v %q: accepted (%v)", tc.args, tc.env, c.MaxLag)
+		}
+	}
+}

@@ -40,7 +40,8 @@ func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), err
 		}
 		// Every consumer in the server (synth.Run, the realtime sessions, the
 		// clone preview) encodes or copies a chunk's samples in its emit.
-		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth, RecycleSamples: true}
+		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth, RecycleSamples: true,
+			MaxLag: cfg.MaxLag}
 		if cfg.Workers > 0 {
 			self, err := os.Executable()
 			if err != nil {
