@@ -112,9 +112,9 @@ func TestWriteSummaryTargets(t *testing.T) {
 	esp := &Run{Engine: "espeak-ng", Results: []*Result{
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 500, Sessions: 125, Contexts: 4, OK: 10,
 			TTFB: Dist{N: 10, P99: 60}, Gap: Dist{N: 10, P99: 5}},
-		// The gap fails it, not the TTFB.
+		// Refusals fail it, though TTFB and gap are within.
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1300, Sessions: 325, Contexts: 4, OK: 10,
-			TTFB: Dist{N: 10, P99: 20}, Gap: Dist{N: 10, P99: 55}},
+			Refused: 5, TTFB: Dist{N: 10, P99: 20}, Gap: Dist{N: 10, P99: 25}},
 		// The overload probe's levels: neither is the PCM streams target's
 		// largest load; the first meets its targets, the second's
 		// refusals came too slowly and its throughput fell.
@@ -133,7 +133,7 @@ func TestWriteSummaryTargets(t *testing.T) {
 		"reference: >= 1000 realtime ws contexts, gap p99 < 50 ms, no errors | c=1000 (250x4): gap p99 40.0 ms, TTFB p99 30.0 ms, 10 ok, 0 errors | yes |",
 		"503 upstream_busy x1) | **no** |",
 		"speak gateway-added TTFB p99 < 2 ms at 64 | TTFB p50 1.0, p99 1.5 ms | yes |",
-		"espeak-ng: >= 1300 realtime PCM streams (ws), TTFB p99 and gap p99 < 50 ms, no errors | c=1300 (325x4) realtime: TTFB p99 20.0 ms, gap p99 55.0 ms, 10 ok, 0 errors | **no** |",
+		"espeak-ng: >= 1300 realtime PCM streams (ws), TTFB p99 and gap p99 < 50 ms, no errors | c=1300 (325x4) realtime: TTFB p99 20.0 ms, gap p99 25.0 ms, 10 ok, 0 errors, 5 refused | **no** |",
 		"- ws realtime: c=1300 (325x4) realtime (TTFB p99 20.0 ms)",
 		"| ws | c=1500 (375x4) realtime overload 1.5x | espeak-ng | 900 | 0 | 300 |",
 		"overload 1.5x (1500 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 950, no errors | " +

@@ -155,9 +155,15 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 		if r == nil {
 			fmt.Fprintf(w, "| %s | not run | - |\n", mdEscape(label))
 		} else {
-			ok := r.ErrorCount == 0 && r.TTFB.N > 0 && r.TTFB.P99 < targetPCMTTFBMs && r.Gap.N > 0 && r.Gap.P99 < targetPCMTTFBMs
-			fmt.Fprintf(w, "| %s | %s: TTFB p99 %s ms, gap p99 %s ms, %d ok, %d errors%s | %s |\n", mdEscape(label), r.LoadLabel(),
-				mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99), r.OK, r.ErrorCount, errorSuffix(r)+stealNote(r), yesNo(ok))
+			// Held means every stream served: a refusal is a stream the
+			// engine did not take, so it fails the target like an error.
+			ok := r.ErrorCount == 0 && r.Refused == 0 && r.TTFB.N > 0 && r.TTFB.P99 < targetPCMTTFBMs && r.Gap.N > 0 && r.Gap.P99 < targetPCMTTFBMs
+			refused := ""
+			if r.Refused > 0 {
+				refused = fmt.Sprintf(", %d refused", r.Refused)
+			}
+			fmt.Fprintf(w, "| %s | %s: TTFB p99 %s ms, gap p99 %s ms, %d ok, %d errors%s%s | %s |\n", mdEscape(label), r.LoadLabel(),
+				mdMs(r.TTFB.N, r.TTFB.P99), mdMs(r.Gap.N, r.Gap.P99), r.OK, r.ErrorCount, refused, errorSuffix(r)+stealNote(r), yesNo(ok))
 		}
 		fmt.Fprintf(w, "| %s: largest measured load with TTFB p99 < %g ms, no errors | %s | - |\n", mdEscape(run.Engine),
 			capacityLimitMs, mdEscape(strings.Join(capacityLines(run, capacityLimitMs), "; ")))
