@@ -134,7 +134,7 @@ func TestWriteSummaryTargets(t *testing.T) {
 		"503 upstream_busy x1) | **no** |",
 		"speak gateway-added TTFB p99 < 2 ms at 64 | TTFB p50 1.0, p99 1.5 ms | yes |",
 		"espeak-ng: >= 1300 realtime PCM streams (ws), TTFB p99 and gap p99 < 50 ms, no errors | c=1300 (325x4) realtime: TTFB p99 20.0 ms, gap p99 25.0 ms, 10 ok, 0 errors, 5 refused | **no** |",
-		"- ws realtime: c=1300 (325x4) realtime (TTFB p99 20.0 ms)",
+		"- ws realtime: c=500 (125x4) realtime (TTFB p99 60.0 ms)", // c=1300 refused some
 		"| ws | c=1500 (375x4) realtime overload 1.5x | espeak-ng | 900 | 0 | 300 |",
 		"overload 1.5x (1500 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 950, no errors | " +
 			"900 admitted: gap p99 20.0 ms, TTFB p99 80.0 ms; 300 refused (in p50 1.0, p99 4.0 ms); 990.0 audio s/s; 0 errors | yes |",
