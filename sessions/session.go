@@ -131,7 +131,7 @@ func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error
 }
 
 // Session is one realtime session, as the server holds it: it can end it
-// from outside (Revoke, Drain) while Run serves it. A Session is small and
+// from outside (Revoke, Drain) while Run or Serve serves it. A Session
 // holds no goroutine or timer of its own for this: the server keeps one
 // registry for all of them.
 type Session struct{ s *session }
