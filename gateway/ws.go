@@ -7,8 +7,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -49,9 +51,13 @@ type wsState struct {
 	up  websocket.Upgrader
 	cfg sessions.Config
 	reg *wsRegistry
-	// poller watches the idle sessions' sockets; nil (it could not be
-	// made) serves each session on a goroutine of its own.
-	poller *netpoll.Poller
+	// poller watches the idle sessions' sockets. It is made by the first
+	// session (a server that serves none holds no descriptor for it) and
+	// closed by shutdown; nil (it could not be made, or shutdown came
+	// first) serves each session on a goroutine of its own.
+	pollOnce sync.Once
+	poller   *netpoll.Poller
+	log      *slog.Logger
 	// ctx ends every open session when shutdown's grace is over (fatal
 	// shutting_down, close 1001); wg counts them.
 	ctx    context.Context
@@ -79,12 +85,8 @@ var (
 // wsRoutes registers the WebSocket route (called from routes).
 func (s *Server) wsRoutes(api *router.Group) {
 	ctx, cancel := context.WithCancel(context.Background())
-	poller, err := netpoll.New()
-	if err != nil {
-		s.log.Warn("websocket sessions will each keep a goroutine", "err", err)
-	}
 	s.ws = &wsState{
-		poller: poller,
+		log: s.log,
 		up: websocket.Upgrader{
 			// The session reads frames from the socket itself (into
 			// pooled buffers), so the Conn's reader is never used: the
@@ -143,9 +145,23 @@ func (w *wsState) shutdown(ctx context.Context) {
 	}
 	w.cancel()
 	w.reg.stop()
+	w.pollOnce.Do(func() {}) // no poller from here on
 	if w.poller != nil {
 		w.poller.Close() // sessions still open end as at shutdown (1001)
 	}
+}
+
+// sessionPoller is the poller the sessions are served with (see poller).
+func (w *wsState) sessionPoller() *netpoll.Poller {
+	w.pollOnce.Do(func() {
+		p, err := netpoll.New()
+		if err != nil {
+			w.log.Warn("websocket sessions will each keep a goroutine", "err", err)
+			return
+		}
+		w.poller = p
+	})
+	return w.poller
 }
 
 // wsHandshake checks everything, then upgrades and runs the session.
@@ -217,23 +233,40 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		}
 		opened := time.Now()
 		s.synth.m.sessions.Inc()
-		x := sessions.New(conn, w.cfg, deps)
+		var x *sessions.Session
+		var once sync.Once
+		done := func(rerr error) {
+			once.Do(func() {
+				if x != nil {
+					w.reg.remove(x, keyID)
+				}
+				// fasthttp keeps hijacked connections open
+				// (KeepHijackedConns): closing it is ours.
+				conn.Close()
+				a.Done(0) // the handshake charged nothing: no refund call
+				lease.Release()
+				s.synth.m.sessions.Dec()
+				w.wg.Done()
+				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
+					"duration", time.Since(opened), "reason", errText(rerr))
+			})
+		}
+		defer func() {
+			// A panic here would end the process. Past Serve's start the
+			// session recovers its own and calls done; before, this ends
+			// it (closing the socket ends whatever of it already runs,
+			// and once keeps a later done from releasing twice).
+			if v := recover(); v != nil {
+				s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+				done(fmt.Errorf("panic: %v", v))
+			}
+		}()
+		x = sessions.New(conn, w.cfg, deps)
 		w.reg.add(x, keyID, keyExpires, authAt)
 		// The session runs on no goroutine of its own: the poller starts
 		// one when its client sends (sessions.Serve). done runs on the
 		// session's last goroutine once it has ended.
-		x.Serve(w.ctx, w.poller, buffered, func(rerr error) {
-			w.reg.remove(x, keyID)
-			// fasthttp keeps hijacked connections open
-			// (KeepHijackedConns): closing it is ours.
-			conn.Close()
-			a.Done(0) // the handshake charged nothing: no refund call
-			lease.Release()
-			s.synth.m.sessions.Dec()
-			w.wg.Done()
-			s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
-				"duration", time.Since(opened), "reason", errText(rerr))
-		})
+		x.Serve(w.ctx, w.sessionPoller(), buffered, done)
 		// Returning lets fasthttp put the RequestCtx and its reader back in
 		// their pools while the session runs.
 	})
