@@ -9,7 +9,9 @@
 // goroutine waits on (while at least one socket is watched), and its owner
 // is called when the socket becomes readable; the owner then reads what is
 // there on a goroutine of its own, and re-arms the watch once it has
-// nothing more to read.
+// nothing more to read. That goroutine waits for the set in Go's poller
+// (the set is itself a readable descriptor), so the scheduler wakes it as
+// it wakes any reader.
 //
 // Watches are one-shot and level-triggered (EPOLLONESHOT without
 // EPOLLET): a socket fires once, and stays quiet until Arm; Arm on a
@@ -39,7 +41,9 @@ var ErrClosed = errors.New("netpoll: poller closed")
 // Poller is one epoll instance and the goroutine that waits on it.
 type Poller struct {
 	epfd int
-	wake int // an eventfd in the set: written by Stop and Close to wake run
+	file *os.File        // owns epfd; in Go's poller
+	rc   syscall.RawConn // file's
+	wake int             // an eventfd in the set: written by Stop and Close to wake run
 
 	// Every use of the descriptors but run's holds life for reading and
 	// checks closed first, so that none can be closed (and their numbers
@@ -80,7 +84,24 @@ func New() (*Poller, error) {
 		unix.Close(epfd)
 		return nil, os.NewSyscallError("epoll_ctl", err)
 	}
-	return &Poller{epfd: epfd, wake: wake, watches: map[uint64]func(){}, fdsOpen: true}, nil
+	// run waits for the set in Go's own poller (an epoll set is readable
+	// while it has events), not in a blocking epoll_wait: a goroutine in a
+	// system call keeps its P until the runtime's monitor takes it back
+	// (up to milliseconds on a busy machine), and the reader it had just
+	// started waited that long behind it; cancel latency doubled.
+	if err := unix.SetNonblock(epfd, true); err != nil {
+		unix.Close(wake)
+		unix.Close(epfd)
+		return nil, os.NewSyscallError("fcntl", err)
+	}
+	file := os.NewFile(uintptr(epfd), "epoll")
+	rc, err := file.SyscallConn()
+	if err != nil {
+		unix.Close(wake)
+		file.Close()
+		return nil, err
+	}
+	return &Poller{epfd: epfd, file: file, rc: rc, wake: wake, watches: map[uint64]func(){}, fdsOpen: true}, nil
 }
 
 // Watch is one registered socket.
@@ -216,7 +237,7 @@ func (p *Poller) closeFDs() {
 	if p.fdsOpen {
 		p.fdsOpen = false
 		unix.Close(p.wake)
-		unix.Close(p.epfd)
+		p.file.Close()
 	}
 }
 
@@ -229,13 +250,22 @@ const maxEvents = 128
 func (p *Poller) run() {
 	var events [maxEvents]unix.EpollEvent
 	for {
-		n, err := unix.EpollWait(p.epfd, events[:], -1)
-		if err != nil {
-			if err == unix.EINTR {
-				continue
+		var n int
+		var err error
+		rerr := p.rc.Read(func(fd uintptr) bool {
+			for {
+				n, err = unix.EpollWait(int(fd), events[:], 0)
+				if err != unix.EINTR {
+					return n > 0 || err != nil // none: wait until the set is readable
+				}
 			}
-			// EBADF or EINVAL: the set itself is broken. Owners are not
-			// called again; their idle timeouts still end them.
+		})
+		if err == nil {
+			err = rerr
+		}
+		if err != nil {
+			// The set is broken (or its file closed under it). Owners
+			// are not called again; their idle timeouts still end them.
 			p.mu.Lock()
 			p.running = false
 			if p.closed.Load() {

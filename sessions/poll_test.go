@@ -88,12 +88,25 @@ func TestIdleSessionsHoldNoGoroutine(t *testing.T) {
 	if sessions != 0 || total >= n/10 {
 		t.Fatalf("%d idle sessions: %d more goroutines, %d in package sessions:\n%s", n, total, sessions, stacks)
 	}
-	// Every one of them still answers.
+	// Every one of them still answers, and once it has spoken it is idle
+	// again: the reader that waited while its context rendered parks.
 	for i, c := range clients {
 		if i%2 == 0 {
 			c.mustSend(t, cont("open", "Now I speak.", true))
 			checkDone(t, c.collect(t, isType("task_done", "open"))["open"], "Now I speak.")
+		} else {
+			c.mustSend(t, start("late", "Me too.", true))
+			checkDone(t, c.collect(t, isType("task_done", "late"))["late"], "Me too.")
 		}
+	}
+	for i := range n {
+		ts.parked(t, i)
+	}
+	sessions, total, stacks = settle(t, base, n/10)
+	if sessions != 0 || total >= n/10 {
+		t.Fatalf("%d sessions idle again: %d more goroutines, %d in package sessions:\n%s", n, total, sessions, stacks)
+	}
+	for i, c := range clients {
 		c.mustSend(t, `{"type":"session_end"}`)
 		if code, _ := c.expectClose(t); code != websocket.CloseNormalClosure {
 			t.Fatalf("session %d: close %d", i, code)
