@@ -19,10 +19,9 @@ import (
 // goroutine exists only while there is something to do. The reader's is
 // started when the socket has input (or when the session must end: abort,
 // idle timeout); it reads what is there, handles every message it
-// completes, and once a read would block it re-arms the watch and returns
-// (while a context renders it waits in Go's poller instead, see
-// waitWhileBusy). The writer's and the runners' exist while there is
-// something to send or to synthesize (writer.go, task.go).
+// completes, and returns once a read would block, after re-arming the
+// watch. The writer's and the runners' exist while there is something to
+// send or to synthesize (writer.go, task.go).
 //
 // One reader at a time: a reader is started only by the wake that flips
 // parked from true to false, and only a reader sets parked, as the last
@@ -38,7 +37,6 @@ type polled struct {
 	parked    atomic.Bool // no reader runs; the next wake starts one
 	idleTimer *time.Timer // fires at the idle deadline (onIdle)
 	idleSet   bool        // idleTimer is armed; guarded by s.mu
-	inputWait bool        // the reader waits in waitWhileBusy; guarded by s.mu
 	pending   []byte      // Serve's buffered bytes, until the first reader takes them
 	done      func(error)
 }
@@ -164,12 +162,10 @@ func (s *session) serve() (end bool, err error) {
 			continue
 		}
 		putSockBuf(b) // an idle session holds no buffer
-		if err != errWouldBlock {
-			return true, s.endOnReadError(err)
-		}
-		if !s.waitWhileBusy() {
+		if err == errWouldBlock {
 			break
 		}
+		return true, s.endOnReadError(err)
 	}
 	s.mu.Lock()
 	switch {
@@ -208,39 +204,6 @@ func (s *session) armFailed(err error) {
 	}
 }
 
-// waitWhileBusy waits for input in Go's own poller, as a blocking reader
-// would, while the session is busy (a context renders): it is not idle
-// then, and already has goroutines (runner, writer). It reports false at
-// once when the session is not busy: the reader parks instead. Going
-// through the server's poller for every message of busy sessions cost
-// latency on a loaded machine (cancel p50 about 5 -> 11 ms with 32
-// sessions flooding, BenchmarkCancelLatency): one goroutine hands every
-// reader to the scheduler, in batches. setDeadlineLocked wakes the wait
-// with a past read deadline when the session aborts or stops being busy.
-func (s *session) waitWhileBusy() bool {
-	s.mu.Lock()
-	if s.busy == 0 || s.aborting != nil {
-		s.mu.Unlock()
-		return false
-	}
-	s.inputWait = true
-	s.mu.Unlock()
-	_ = s.rc.Read(func(fd uintptr) bool {
-		// Readable (or failed): a peek, so nothing is read into a buffer
-		// held while waiting.
-		var b [1]byte
-		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		return err != syscall.EAGAIN
-	})
-	s.mu.Lock()
-	s.inputWait = false
-	s.mu.Unlock()
-	// The deadline that woke it, if one did: no other is set from here,
-	// and readNow would fail on it.
-	_ = s.nc.SetReadDeadline(time.Time{})
-	return true
-}
-
 // readNow reads what the socket has without waiting: errWouldBlock when it
 // has nothing, io.EOF once the client has shut its side.
 func (s *session) readNow(b []byte) (n int, err error) {
@@ -272,7 +235,6 @@ func (s *session) pollDeadlineLocked() {
 	switch {
 	case s.aborting != nil:
 		s.wakeLocked()
-		s.wakeWaitLocked()
 	case s.busy > 0:
 		if s.idleSet {
 			s.idleTimer.Stop()
@@ -280,14 +242,6 @@ func (s *session) pollDeadlineLocked() {
 		}
 	default:
 		s.armIdleLocked()
-		s.wakeWaitLocked() // not busy any more: the reader parks
-	}
-}
-
-// wakeWaitLocked ends waitWhileBusy's wait.
-func (s *session) wakeWaitLocked() {
-	if s.inputWait {
-		_ = s.nc.SetReadDeadline(time.Unix(1, 0))
 	}
 }
 
