@@ -2,6 +2,7 @@ package sessions
 
 import (
 	"bytes"
+	"encoding/json"
 	"runtime"
 	"runtime/pprof"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fasthttp/websocket"
+	"github.com/gobwas/ws"
 )
 
 // parked waits (bounded) until session i has no reader: it read all its
@@ -328,4 +330,24 @@ func TestRunBlocking(t *testing.T) {
 		t.Fatalf("close %d, want 1009", code)
 	}
 	ts.wait(t)
+}
+
+// A message that arrives in pieces, each written once the session has
+// parked (so usually read by a reader of its own), is decoded whole: the
+// half-received frame is kept while no goroutine runs.
+func TestMessageInPieces(t *testing.T) {
+	ts := startServer(t, Config{}, refDeps(nil))
+	c := ts.dial(t)
+	b, err := json.Marshal(start("split", "In pieces.", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame := cframe(ws.OpText, true, string(b))
+	for _, piece := range [][]byte{frame[:1], frame[1:7], frame[7:20], frame[20:]} {
+		ts.parked(t, 0)
+		if _, err := c.ws.NetConn().Write(piece); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkDone(t, c.collect(t, isType("task_done", "split"))["split"], "In pieces.")
 }
