@@ -31,7 +31,7 @@ import (
 // wake-up is lost. Input needs no such care: the watch is level-triggered,
 // so input that arrives after the reader's last read fires when it arms.
 type polled struct {
-	poller    *netpoll.Poller
+	poller    *netpoll.Poller // set under s.mu; nil: Run's deadlines
 	watch     *netpoll.Watch
 	rc        syscall.RawConn
 	parked    atomic.Bool // no reader runs; the next wake starts one
@@ -67,18 +67,21 @@ func (x *Session) Serve(ctx context.Context, p *netpoll.Poller, buffered []byte,
 		go s.runBlocking(ctx, buffered)
 		return
 	}
-	s.poller, s.rc, s.pending = p, rc, buffered
-	s.idleTimer = time.AfterFunc(s.cfg.IdleTimeout, s.onIdle)
-	s.idleSet = true
+	// Armed from here; ready does nothing until the first reader parks.
 	w, err := p.Watch(rc, s.ready)
 	if err != nil {
-		s.idleTimer.Stop()
-		s.poller, s.rc, s.pending, s.idleTimer, s.idleSet = nil, nil, nil, nil, false
 		s.log.Warn("websocket session not polled", "err", err)
 		go s.runBlocking(ctx, buffered)
 		return
 	}
-	s.watch = w
+	s.rc, s.pending, s.watch = rc, buffered, w
+	// Under the lock: Revoke or Drain may already be running (the
+	// registry), and setDeadlineLocked reads poller.
+	s.mu.Lock()
+	s.poller = p
+	s.idleTimer = time.AfterFunc(s.cfg.IdleTimeout, s.onIdle)
+	s.idleSet = true
+	s.mu.Unlock()
 	s.begin(ctx)
 	go s.service() // the first reader: buffered bytes, then the socket
 }
