@@ -7,6 +7,7 @@ require (
 	github.com/fasthttp/router v1.5.4
 	github.com/fasthttp/websocket v1.5.12
 	github.com/getkin/kin-openapi v0.153.0
+	github.com/gobwas/ws v1.5.0
 	github.com/hajimehoshi/go-mp3 v0.3.4
 	github.com/hraban/opus v0.0.0-20230925203106-0188a62cb302
 	github.com/jackc/pgx/v5 v5.12.0
@@ -45,6 +46,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/go-openapi/jsonpointer v1.0.0 // indirect
+	github.com/gobwas/httphead v0.1.0 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/gorilla/mux v1.8.0 // indirect

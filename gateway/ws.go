@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -20,6 +21,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine"
+	"voicesvc/netpoll"
 	"voicesvc/sessions"
 	"voicesvc/synth"
 )
@@ -34,10 +36,12 @@ import (
 // slot, token consumption). The 101 carries X-Request-Id, RateLimit,
 // RateLimit-Policy and X-Billing-Remaining like any synthesis response.
 //
-// The session runs on a goroutine of its own, not in fasthttp's hijack
-// handler (see upgrade: that is what lets fasthttp take back the request's
-// memory), and holds its session slot and its one stream slot until the
-// socket closes, however many contexts it runs.
+// The session is served outside fasthttp's hijack handler (see upgrade:
+// that is what lets fasthttp take back the request's memory), with no
+// goroutine of its own while it waits for its client: the server's one
+// poller watches every session's socket (sessions.Serve, package netpoll).
+// It holds its session slot and its one stream slot until the socket
+// closes, however many contexts it runs.
 
 // wsSubprotocol is the versioned subprotocol; a client that sends its
 // token as a second subprotocol gets this one selected.
@@ -48,6 +52,13 @@ type wsState struct {
 	up  websocket.Upgrader
 	cfg sessions.Config
 	reg *wsRegistry
+	// poller watches the idle sessions' sockets. It is made by the first
+	// session (a server that serves none holds no descriptor for it) and
+	// closed by shutdown; nil (it could not be made, or shutdown came
+	// first) serves each session on a goroutine of its own.
+	pollOnce sync.Once
+	poller   *netpoll.Poller
+	log      *slog.Logger
 	// ctx ends every open session when shutdown's grace is over (fatal
 	// shutting_down, close 1001); wg counts them.
 	ctx    context.Context
@@ -76,10 +87,13 @@ var (
 func (s *Server) wsRoutes(api *router.Group) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ws = &wsState{
+		log: s.log,
 		up: websocket.Upgrader{
-			// Small buffers: an idle session must stay within 16 KiB. Writes
-			// borrow a pooled buffer per message.
-			ReadBufferSize:  1024,
+			// The session reads frames from the socket itself (into
+			// pooled buffers), so the Conn's reader is never used: the
+			// smallest the library takes. Writes borrow a pooled buffer
+			// per message (the session's close frames).
+			ReadBufferSize:  125,
 			WriteBufferSize: 1024,
 			WriteBufferPool: &sync.Pool{},
 			Subprotocols:    []string{wsSubprotocol},
@@ -132,6 +146,23 @@ func (w *wsState) shutdown(ctx context.Context) {
 	}
 	w.cancel()
 	w.reg.stop()
+	w.pollOnce.Do(func() {}) // no poller from here on
+	if w.poller != nil {
+		w.poller.Close() // sessions still open end as at shutdown (1001)
+	}
+}
+
+// sessionPoller is the poller the sessions are served with (see poller).
+func (w *wsState) sessionPoller() *netpoll.Poller {
+	w.pollOnce.Do(func() {
+		p, err := netpoll.New()
+		if err != nil {
+			w.log.Warn("websocket sessions will each keep a goroutine", "err", err)
+			return
+		}
+		w.poller = p
+	})
+	return w.poller
 }
 
 // wsHandshake checks everything, then upgrades and runs the session.
@@ -191,7 +222,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 	w.wg.Add(1)
 	ctx.Hijack(func(c net.Conn) {
 		// fasthttp runs this on a goroutine of its own, without a recover.
-		conn, err := w.upgrade(c, up)
+		conn, buffered, err := w.upgrade(c, up)
 		if err != nil {
 			// Nothing was promised to the client (the 101 was not
 			// written) and the handshake charged nothing.
@@ -201,31 +232,42 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 			s.log.Info("websocket upgrade failed", "request_id", reqID, "err", err)
 			return
 		}
-		go func() {
-			opened := time.Now()
-			var rerr error
-			s.synth.m.sessions.Inc()
-			defer s.synth.m.sessions.Dec()
-			defer func() {
-				// A panic on this goroutine would end the process.
-				if v := recover(); v != nil {
-					rerr = fmt.Errorf("panic: %v", v)
-					s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+		opened := time.Now()
+		s.synth.m.sessions.Inc()
+		var x *sessions.Session
+		var once sync.Once
+		done := func(rerr error) {
+			once.Do(func() {
+				if x != nil {
+					w.reg.remove(x, keyID)
 				}
 				// fasthttp keeps hijacked connections open
 				// (KeepHijackedConns): closing it is ours.
 				conn.Close()
 				a.Done(0) // the handshake charged nothing: no refund call
 				lease.Release()
+				s.synth.m.sessions.Dec()
 				w.wg.Done()
 				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
 					"duration", time.Since(opened), "reason", errText(rerr))
-			}()
-			x := sessions.New(conn, w.cfg, deps)
-			w.reg.add(x, keyID, keyExpires, authAt)
-			defer w.reg.remove(x, keyID)
-			rerr = x.Run(w.ctx)
+			})
+		}
+		defer func() {
+			// A panic here would end the process. Past Serve's start the
+			// session recovers its own and calls done; before, this ends
+			// it (closing the socket ends whatever of it already runs,
+			// and once keeps a later done from releasing twice).
+			if v := recover(); v != nil {
+				s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+				done(fmt.Errorf("panic: %v", v))
+			}
 		}()
+		x = sessions.New(conn, w.cfg, deps)
+		w.reg.add(x, keyID, keyExpires, authAt)
+		// The session runs on no goroutine of its own: the poller starts
+		// one when its client sends (sessions.Serve). done runs on the
+		// session's last goroutine once it has ended.
+		x.Serve(w.ctx, w.sessionPoller(), buffered, done)
 		// Returning lets fasthttp put the RequestCtx and its reader back in
 		// their pools while the session runs.
 	})
@@ -280,43 +322,39 @@ func newWSUpgrade(ctx *fasthttp.RequestCtx) *wsUpgrade {
 //
 // A client may send frames right behind its handshake, before the 101:
 // those bytes are in fasthttp's reader already. They are taken out first
-// and handed to the upgrader as the hijacked reader's buffered bytes, which
-// its Conn reads before the socket.
-func (w *wsState) upgrade(c net.Conn, u *wsUpgrade) (conn *websocket.Conn, err error) {
+// and returned (buffered), for the session to decode before the socket;
+// the upgrader gets an empty reader, so that its Conn's NetConn is the
+// socket itself, which the session reads and the poller watches.
+func (w *wsState) upgrade(c net.Conn, u *wsUpgrade) (conn *websocket.Conn, buffered []byte, err error) {
 	defer func() {
 		// fasthttp runs the hijack handler without a recover: a panic
 		// here would end the process.
 		if v := recover(); v != nil {
 			c.Close() // KeepHijackedConns: this closes the socket
-			conn, err = nil, fmt.Errorf("panic: %v", v)
+			conn, buffered, err = nil, nil, fmt.Errorf("panic: %v", v)
 		}
 	}()
 	uc, ok := c.(interface{ UnsafeConn() net.Conn })
 	if !ok {
 		c.Close()
-		return nil, errors.New("gateway: fasthttp's hijacked connection has no UnsafeConn")
+		return nil, nil, errors.New("gateway: fasthttp's hijacked connection has no UnsafeConn")
 	}
 	raw := uc.UnsafeConn()
-	pending, err := takeBuffered(c, raw)
+	buffered, err = takeBuffered(c, raw)
 	if err != nil {
 		raw.Close()
-		return nil, err
+		return nil, nil, err
 	}
-	var br *bufio.Reader
-	if len(pending) > 0 {
-		br = bufio.NewReaderSize(bytes.NewReader(pending), len(pending))
-		_, _ = br.Peek(len(pending)) // all of it buffered: the upgrader reads Buffered()
-	} else {
-		br = bufio.NewReaderSize(raw, 16) // unused: the Conn gets its own reader on raw
-	}
+	// Unused: nothing buffered, so the Conn reads raw (and never does).
+	br := bufio.NewReaderSize(raw, 16)
 	// The upgrader builds the 101 in the writer's free buffer.
 	rw := &hijackedResponse{conn: raw, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(raw, 512))}
 	conn, err = w.up.Upgrade(rw, u.req, u.hdr)
 	if err != nil {
 		raw.Close() // the upgrader closes it only for failures after Hijack
-		return nil, err
+		return nil, nil, err
 	}
-	return conn, nil
+	return conn, buffered, nil
 }
 
 // takeBuffered returns the bytes fasthttp's reader holds beyond the

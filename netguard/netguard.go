@@ -196,6 +196,16 @@ func (c *Conn) Close() error {
 	return nil
 }
 
+// SyscallConn gives the socket's raw connection, when it has one, so that
+// its owner can watch it without a goroutine (package netpoll).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	sc, ok := c.Conn.(syscall.Conn)
+	if !ok {
+		return nil, errors.ErrUnsupported
+	}
+	return sc.SyscallConn()
+}
+
 // ReadFrom lets a copy into the connection use the socket's own (sendfile,
 // splice) when it has one.
 func (c *Conn) ReadFrom(r io.Reader) (int64, error) {

@@ -232,3 +232,39 @@ func TestRaiseFileLimit(t *testing.T) {
 		t.Fatalf("limit %d, rlimit %+v", got, r)
 	}
 }
+
+// An accepted connection gives its socket's raw connection (what a poller
+// watches), and says so when it wraps something that has none.
+func TestSyscallConn(t *testing.T) {
+	l := Listen(listen(t), Options{MaxConns: 2})
+	go func() {
+		if c, err := net.Dial("tcp", l.Addr().String()); err == nil {
+			defer c.Close()
+			io.Copy(io.Discard, c)
+		}
+	}()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		t.Fatal("an accepted connection is not a syscall.Conn")
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fd uintptr
+	if err := rc.Control(func(f uintptr) { fd = f }); err != nil || fd == 0 {
+		t.Fatalf("fd %d: %v", fd, err)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	piped := &Conn{Conn: a, l: l}
+	if _, err := piped.SyscallConn(); !errors.Is(err, errors.ErrUnsupported) {
+		t.Fatalf("a pipe's SyscallConn: %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -221,38 +222,101 @@ func cancelOnce(c *client, i int) (time.Duration, error) {
 }
 
 // BenchmarkIdleSessionMemory opens 1,000 idle sessions and reports the
-// heap + stack and RSS growth per session, for sessions.Run and for a bare
-// fasthttp/websocket connection (same upgrader, a handler that only reads)
-// so that what sessions adds is visible. Run with -benchtime=1x.
+// heap + stack and RSS growth per session and the goroutines each keeps:
+// for a bare fasthttp/websocket connection (a FastHTTPUpgrader handler
+// that only reads), for Run in such a handler (a goroutine blocked in its
+// read per session), and for Serve with the poller as the gateway serves
+// them (no goroutine while idle), also with a context open. Run with
+// -benchtime=1x.
 func BenchmarkIdleSessionMemory(b *testing.B) {
 	const n = 1000
-	for _, mode := range []string{"bare-websocket", "session", "session-open-context"} {
+	for _, mode := range []string{"bare-websocket", "run", "serve", "serve-open-context"} {
 		b.Run(mode, func(b *testing.B) {
 			for range b.N {
-				heap, rss := idleMemory(b, n, mode)
+				heap, rss, goroutines := idleMemory(b, n, mode)
 				b.ReportMetric(heap, "heap+stack-B/session")
 				b.ReportMetric(rss, "rss-B/session")
+				b.ReportMetric(goroutines, "goroutines/session")
 			}
 		})
 	}
 }
 
-// mode session-open-context: each client has opened one context (no text
+// mode serve-open-context: each client has opened one context (no text
 // yet) and had its task_started, then went quiet.
-func idleMemory(b *testing.B, n int, mode string) (heapPer, rssPer float64) {
-	bare := mode == "bare-websocket"
+func idleMemory(b *testing.B, n int, mode string) (heapPer, rssPer, goroutinesPer float64) {
+	deps := refDeps(nil)
+	var addr string
+	var opened func() bool
+	if strings.HasPrefix(mode, "serve") {
+		ts := startServer(b, Config{}, deps)
+		addr = ts.addr
+		opened = func() bool {
+			ts.mu.Lock()
+			k := len(ts.handles)
+			ts.mu.Unlock()
+			if k < n {
+				return false
+			}
+			for i := range n {
+				if !ts.session(b, i).s.parked.Load() {
+					return false
+				}
+			}
+			return true
+		}
+	} else {
+		var open atomic.Int64
+		addr = runServer(b, mode == "bare-websocket", deps, &open)
+		opened = func() bool { return open.Load() >= int64(n) }
+	}
 
+	heap0, rss0 := memNow()
+	g0 := runtime.NumGoroutine()
+	conns := make([]net.Conn, 0, n)
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for range n {
+		c, err := rawDial(addr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if mode == "serve-open-context" {
+			if err := rawOpenContext(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		conns = append(conns, c)
+	}
+	for !opened() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // goroutines on their way out
+	heap1, rss1 := memNow()
+	g1 := runtime.NumGoroutine()
+	if testing.Verbose() {
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("%s: stack in use %d B/session (all goroutines), heap objects %d, goroutines %d", mode, ms.StackInuse/uint64(n), ms.HeapObjects/uint64(n), runtime.NumGoroutine())
+	}
+	return (float64(heap1) - float64(heap0)) / float64(n), (float64(rss1) - float64(rss0)) / float64(n),
+		float64(g1-g0) / float64(n)
+}
+
+// runServer serves sessions with Run in a FastHTTPUpgrader handler (bare:
+// a handler that only reads frames) and counts them in open.
+func runServer(b *testing.B, bare bool, deps Deps, open *atomic.Int64) string {
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	var open atomic.Int64
-	var done sync.WaitGroup
 	up := &websocket.FastHTTPUpgrader{ReadBufferSize: 1024, WriteBufferSize: 1024, WriteBufferPool: &sync.Pool{},
 		CheckOrigin: func(*fasthttp.RequestCtx) bool { return true }}
-	deps := refDeps(nil)
+	var done sync.WaitGroup
 	srv := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) {
 		done.Add(1)
 		if up.Upgrade(rc, func(c *websocket.Conn) {
@@ -272,36 +336,12 @@ func idleMemory(b *testing.B, n int, mode string) (heapPer, rssPer float64) {
 		}
 	}}
 	go func() { _ = srv.Serve(ln) }()
-	defer func() { _ = srv.Shutdown() }()
-
-	heap0, rss0 := memNow()
-	conns := make([]net.Conn, 0, n)
-	for range n {
-		c, err := rawDial(ln.Addr().String())
-		if err != nil {
-			b.Fatal(err)
-		}
-		if mode == "session-open-context" {
-			if err := rawOpenContext(c); err != nil {
-				b.Fatal(err)
-			}
-		}
-		conns = append(conns, c)
-	}
-	for open.Load() < int64(n) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	heap1, rss1 := memNow()
-	if testing.Verbose() {
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
-		b.Logf("%s: stack in use %d B/session (all goroutines), heap objects %d, goroutines %d", mode, ms.StackInuse/uint64(n), ms.HeapObjects/uint64(n), runtime.NumGoroutine())
-	}
-	for _, c := range conns {
-		c.Close()
-	}
-	done.Wait()
-	return (float64(heap1) - float64(heap0)) / float64(n), (float64(rss1) - float64(rss0)) / float64(n)
+	b.Cleanup(func() {
+		cancel()
+		done.Wait()
+		_ = srv.Shutdown()
+	})
+	return ln.Addr().String()
 }
 
 // rawDial does the client side of the handshake on a bare socket, so the
@@ -350,6 +390,7 @@ func memNow() (heapStack uint64, rss uint64) {
 	for range memGCs {
 		runtime.GC()
 	}
+	debug.FreeOSMemory() // RSS counts live pages, not freed ones the runtime keeps
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	if b, err := os.ReadFile("/proc/self/statm"); err == nil {

@@ -18,6 +18,7 @@ var (
 	disconnectCredits      = &disconnect{websocket.ClosePolicyViolation, "insufficient credits"}
 	disconnectNotReading   = &disconnect{websocket.ClosePolicyViolation, "the client does not read"}
 	disconnectTooBig       = &disconnect{websocket.CloseMessageTooBig, "message over the size limit"}
+	disconnectProtocol     = &disconnect{websocket.CloseProtocolError, "the client broke the WebSocket protocol"}
 	disconnectInternal     = &disconnect{websocket.CloseInternalServerErr, "internal error"}
 	disconnectTryLater     = &disconnect{websocket.CloseTryAgainLater, "engine unavailable"}
 	disconnectUnauthorized = &disconnect{4401, "credentials revoked or expired: do not reconnect"}

@@ -5,40 +5,50 @@
 // metering and the idle timeout.
 //
 // The gateway does the handshake (credentials, limits, billing headers),
-// upgrades, and calls Run on a connection it closes after Run returns;
-// what it must do around Run, which assumes all of it has happened:
+// upgrades, and serves the session (Serve, or Run) on a connection it
+// closes once the session has ended; what it must do around them, which
+// assume all of it has happened:
 //
 //   - Check credentials (in the documented order), plan, billing, rate and
 //     the session and stream slots before upgrading, answering the documented
 //     statuses with their bodies; consume the token only once the upgrade
 //     is certain; set X-Billing-Remaining and RateLimit headers on the 101.
-//   - Upgrader: ReadBufferSize and WriteBufferSize 1024, one shared
+//   - Upgrader: a small ReadBufferSize (the session decodes frames from
+//     the socket itself, so the Conn's reader is never read; 125 is the
+//     least the library takes), WriteBufferSize 1024 with one shared
 //     WriteBufferPool (&sync.Pool{}) so an idle connection holds no write
 //     buffer, EnableCompression false, Subprotocols ["service.v1"] (the
 //     token rides in the offered list and must not be echoed), and a
 //     CheckOrigin that admits browsers (auth is by key or token).
-//   - Call Run while the connection is usable and close it afterwards. A
-//     FastHTTPUpgrader connection reads through fasthttp's reader, which
-//     is pooled again when the upgrade handler returns: call Run inside
-//     that handler, or (as the gateway does, to let fasthttp free the
-//     request's memory) build the connection over the socket itself and
-//     run the session on a goroutine of its own. Run owns every write to
-//     the socket (its writer encodes frames itself and batches them into
-//     one write): do not write to the connection, ping it, or set its
-//     ping, close or read-limit handling while Run runs. Release the
-//     session and stream slots after Run returns. Pass a ctx cancelled when
-//     the server's shutdown grace is over (fatal shutting_down, 1001).
+//   - Serve the session with Serve and one netpoll.Poller for the whole
+//     server: it returns at once, and the session holds no goroutine while
+//     it waits for its client. The Conn must be over the socket itself
+//     (its NetConn a syscall.Conn, holding no bytes read ahead); bytes the
+//     client sent behind its handshake that were already read are handed
+//     to Serve. Close the connection in Serve's done, not before. Run does
+//     the same on the calling goroutine, blocking in reads (with
+//     FastHTTPUpgrader, whose Conn reads through fasthttp's reader: call
+//     it inside the upgrade handler). Run and Serve own every read and
+//     every write on the socket (the writer encodes frames itself and
+//     batches them into one write): do not read, write, ping or set
+//     handlers on the connection meanwhile. Release the session and stream
+//     slots once the session has ended. Pass a ctx cancelled when the
+//     server's shutdown grace is over (fatal shutting_down, 1001).
 //   - To end sessions from outside, build them with New and keep the
 //     *Session: Revoke when their key is revoked or expires (fatal
 //     unauthorized, 4401), Drain when shutdown begins (idle sessions end at
 //     once, the others when their last context ends). Neither needs a
 //     goroutine or timer per session: one registry can drive them all.
+//     (A parked session gets a reader goroutine to end it.)
 //   - Deps.Voice checks the workspace, readiness and the token's voice_ids
 //     and returns *control.Error ENotFound / EVoiceNotReady (voice_not_found)
 //     or EVoiceNotAllowed (voice_not_allowed); Deps.Meter and
 //     Deps.Workspace bill every task_start and task_continue frame, and
 //     the session refunds the text that never reached the engine.
 //
-// Measured with 1 KiB buffers: an idle session costs about 14 KiB
-// (BenchmarkIdleSessionMemory), a bare fasthttp/websocket connection 13.
+// An idle session served by Serve is its structs, the Conn, a timer and an
+// entry in the poller: no goroutine and no buffer. BenchmarkIdleSessionMemory
+// (1,000 sessions, heap + stacks after GC): about 3 KiB with Serve (4 with
+// a context open), 15 with Run (its goroutine), 14 for a bare
+// fasthttp/websocket connection that only reads.
 package sessions

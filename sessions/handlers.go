@@ -90,7 +90,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	t.timestamps = t.words && p.opts.Timestamps
 	s.mu.Lock()
 	if s.aborting != nil {
-		// The session is ending (revoked, shutting down): the read loop
+		// The session is ending (revoked, shutting down): the reader
 		// answers that; nothing of this frame is kept.
 		s.mu.Unlock()
 		s.refund(charged)

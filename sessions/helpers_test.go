@@ -1,10 +1,13 @@
 package sessions
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +22,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
+	"voicesvc/netpoll"
 )
 
 // fasthttp's own background goroutines (its clock, and the worker pool
@@ -29,12 +33,15 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"))
 }
 
-// testServer is a real fasthttp server on loopback whose upgrade handler
-// runs Run, the way the gateway will: 1 KiB buffers, a write buffer pool,
-// no compression.
+// testServer is a real server on loopback that serves each session the way
+// the gateway does: the handshake read from the socket, the upgrader's
+// Conn over the socket itself, and Serve with one poller for all sessions
+// (1 KiB buffers, a write buffer pool, no compression). startRunServer
+// instead runs Run in a FastHTTPUpgrader's handler.
 type testServer struct {
 	addr     string
 	cancel   context.CancelFunc // ends every session as at server shutdown
+	poller   *netpoll.Poller    // nil: startRunServer
 	sessions sync.WaitGroup
 	mu       sync.Mutex
 	results  []error
@@ -57,7 +64,7 @@ func (l setupListener) Accept() (net.Conn, error) {
 	return c, err
 }
 
-func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testServer {
+func listen(t testing.TB, setup []onAccept) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp4", "127.0.0.1:0")
 	if err != nil {
@@ -66,6 +73,116 @@ func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testSe
 	if len(setup) > 0 {
 		ln = setupListener{ln, setup[0]}
 	}
+	return ln
+}
+
+// started records a session that is about to be served.
+func (ts *testServer) started(x *Session) {
+	ts.mu.Lock()
+	ts.handles = append(ts.handles, x)
+	ts.mu.Unlock()
+}
+
+// ended records a session's result.
+func (ts *testServer) ended(err error) {
+	ts.mu.Lock()
+	ts.results = append(ts.results, err)
+	ts.mu.Unlock()
+	ts.sessions.Done()
+}
+
+// stop ends the sessions still open as at server shutdown (1001).
+func (ts *testServer) stop(t testing.TB) {
+	ts.cancel()
+	done := make(chan struct{})
+	go func() { ts.sessions.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Error("sessions did not end")
+	}
+}
+
+func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testServer {
+	t.Helper()
+	ln := listen(t, setup)
+	p, err := netpoll.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ts := &testServer{addr: ln.Addr().String(), cancel: cancel, poller: p}
+	up := &websocket.Upgrader{
+		ReadBufferSize: 1024, WriteBufferSize: 1024, WriteBufferPool: &sync.Pool{},
+		CheckOrigin: func(*http.Request) bool { return true },
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			ts.sessions.Add(1)
+			go func() {
+				conn, buffered, err := upgradeRaw(up, c)
+				if err != nil {
+					c.Close()
+					ts.sessions.Done()
+					return
+				}
+				x := New(conn, cfg, deps)
+				ts.started(x)
+				x.Serve(ctx, p, buffered, func(err error) {
+					conn.Close()
+					ts.ended(err)
+				})
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		<-served
+		ts.stop(t)
+		p.Close()
+	})
+	return ts
+}
+
+// upgradeRaw reads the handshake from c and upgrades it; the bytes read
+// past the request are returned for Serve, and the Conn reads c itself.
+func upgradeRaw(up *websocket.Upgrader, c net.Conn) (*websocket.Conn, []byte, error) {
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil {
+		return nil, nil, err
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	buffered, _ := br.Peek(br.Buffered())
+	buffered = bytes.Clone(buffered)
+	rw := bufio.NewReadWriter(bufio.NewReader(bytes.NewReader(nil)), bufio.NewWriter(c))
+	conn, err := up.Upgrade(rawResponse{c, rw}, req, nil)
+	return conn, buffered, err
+}
+
+// rawResponse is the http.ResponseWriter the upgrader hijacks.
+type rawResponse struct {
+	c  net.Conn
+	rw *bufio.ReadWriter
+}
+
+func (r rawResponse) Header() http.Header                          { return http.Header{} }
+func (r rawResponse) Write(b []byte) (int, error)                  { return r.c.Write(b) }
+func (r rawResponse) WriteHeader(int)                              {}
+func (r rawResponse) Hijack() (net.Conn, *bufio.ReadWriter, error) { return r.c, r.rw, nil }
+
+// startRunServer is a real fasthttp server whose FastHTTPUpgrader handler
+// runs Run on its goroutine.
+func startRunServer(t testing.TB, cfg Config, deps Deps) *testServer {
+	t.Helper()
+	ln := listen(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	ts := &testServer{addr: ln.Addr().String(), cancel: cancel}
 	up := &websocket.FastHTTPUpgrader{
@@ -75,15 +192,9 @@ func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testSe
 	srv := &fasthttp.Server{Handler: func(rc *fasthttp.RequestCtx) {
 		ts.sessions.Add(1)
 		err := up.Upgrade(rc, func(c *websocket.Conn) {
-			defer ts.sessions.Done()
 			x := New(c, cfg, deps)
-			ts.mu.Lock()
-			ts.handles = append(ts.handles, x)
-			ts.mu.Unlock()
-			err := x.Run(ctx)
-			ts.mu.Lock()
-			ts.results = append(ts.results, err)
-			ts.mu.Unlock()
+			ts.started(x)
+			ts.ended(x.Run(ctx))
 		})
 		if err != nil {
 			ts.sessions.Done()
@@ -92,15 +203,7 @@ func startServer(t testing.TB, cfg Config, deps Deps, setup ...onAccept) *testSe
 	served := make(chan struct{})
 	go func() { defer close(served); _ = srv.Serve(ln) }()
 	t.Cleanup(func() {
-		// Sessions still open are ended as at server shutdown (1001).
-		cancel()
-		done := make(chan struct{})
-		go func() { ts.sessions.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			t.Error("sessions did not end")
-		}
+		ts.stop(t)
 		_ = srv.Shutdown()
 		<-served
 	})

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fasthttp/websocket"
+	"github.com/gobwas/ws"
 
 	"voicesvc/control"
 	"voicesvc/engine"
@@ -89,31 +90,39 @@ type Deps struct {
 }
 
 // session is everything one socket holds. It is kept small: an idle session
-// is this struct, the connection and the goroutine blocked in Run.
+// served by Serve is this struct, the connection, a timer and its entry in
+// the poller; no goroutine and no buffer.
 type session struct {
-	conn   *websocket.Conn
+	conn   *websocket.Conn // the handshake's; it writes the close frames
+	nc     net.Conn        // conn.NetConn(): the socket, read and written directly
 	cfg    Config
 	deps   Deps
 	parent context.Context // Run's ctx: runner contexts derive from it
 	log    *slog.Logger
 
-	mu sync.Mutex // guards everything below and the tasks' shared fields
+	mu sync.Mutex // guards everything below but the reader's own, and the tasks' shared fields
 	outq
 	tasks      []*task // open contexts
 	draining   []*task // finished contexts whose task_done is still queued
 	busy       int     // running runners
 	lastActive time.Time
-	// aborting, once set, ends the session: the read loop is woken by a
-	// past read deadline and ends it so.
+	// aborting, once set, ends the session: the reader is woken (a past
+	// read deadline, or poll.go's wake) and ends it so.
 	aborting   *disconnect
 	abortFrame *frame
 	stopping   bool             // no new runners, no more frames
 	overflowed bool             // the replies' cap was hit: no more frames are queued
 	winding    bool             // the server is shutting down: end once no context is open
 	refunds    []control.Charge // owed, made by flushRefunds outside the lock
-	readFailed bool             // the websocket.Conn refuses further reads (read loop only)
-	peerClosed bool             // the client's close frame was read (read loop only)
 	wg         sync.WaitGroup
+
+	// The reader's own: only the goroutine reading the socket uses them.
+	in         *inbound    // the frame or message half received; nil between messages
+	readFailed bool        // the byte stream cannot be decoded any more
+	peerClosed bool        // the client's close frame was read
+	stopCtx    func() bool // unregisters the abort on Run's ctx
+
+	polled // Serve's state (poll.go)
 }
 
 // Run serves one session on conn: New(conn, cfg, deps).Run(ctx).
@@ -122,14 +131,14 @@ func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error
 }
 
 // Session is one realtime session, as the server holds it: it can end it
-// from outside (Revoke, Drain) while Run serves it. A Session is small and
+// from outside (Revoke, Drain) while Run or Serve serves it. A Session
 // holds no goroutine or timer of its own for this: the server keeps one
 // registry for all of them.
 type Session struct{ s *session }
 
-// New prepares a session on conn; Run serves it.
+// New prepares a session on conn; Run or Serve serves it.
 func New(conn *websocket.Conn, cfg Config, deps Deps) *Session {
-	s := &session{conn: conn, cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
+	s := &session{conn: conn, nc: conn.NetConn(), cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -180,141 +189,202 @@ func errorFrame(code, msg string, fatal bool) *frame {
 
 // Run serves the session until the client ends it, it idles out, a fatal
 // error occurs, Revoke or Drain ends it, or ctx is cancelled (the server's
-// grace period is over: fatal error shutting_down, close 1001). conn must
-// stay usable until Run returns (with FastHTTPUpgrader: call it inside the
-// upgrade handler); Run does not close it. It returns only when every
-// goroutine it started has stopped and every refund is made. The returned
-// error describes why it ended; it is for logging, Run has already told
-// the client. Run is called once.
+// grace period is over: fatal error shutting_down, close 1001), reading
+// the socket on the calling goroutine. Serve does the same without a
+// goroutine while the session is idle.
+//
+// The session reads frames from conn.NetConn() itself, not through the
+// Conn, so the Conn must hold no bytes read ahead of the handshake (the
+// Upgrader's and FastHTTPUpgrader's Conns do not: the former wraps the
+// socket to return such bytes first; for the latter the socket is
+// fasthttp's, which does). conn must stay usable until Run returns (with
+// FastHTTPUpgrader: call it inside the upgrade handler); Run does not
+// close it. It returns only when every goroutine it started has stopped
+// and every refund is made. The returned error describes why it ended; it
+// is for logging, Run has already told the client. Run (or Serve) is
+// called once.
 func (x *Session) Run(ctx context.Context) error {
 	s := x.s
+	s.begin(ctx)
+	return s.readLoop(nil)
+}
+
+// begin readies the session to be served under ctx.
+func (s *session) begin(ctx context.Context) {
 	s.mu.Lock()
 	s.parent = ctx
 	s.mu.Unlock()
-	conn := s.conn
-	// The writer writes to the socket directly (writeBatch), so nothing
-	// else may write while it can run. The library's read limit would
-	// write its own 1009 close from the read loop: the limit is enforced
-	// by readLoop instead. Its default ping and close handlers would write
-	// a pong or the close echo from the read loop: pongs go through the
-	// writer, and finish echoes the close once the writer has stopped.
-	conn.SetReadLimit(0)
-	conn.SetPingHandler(s.onPing)
-	conn.SetCloseHandler(s.onClose)
-	// Compression is off at the upgrader; this keeps it off for writes
-	// even if a gateway enables negotiation (the writer never compresses).
-	conn.EnableWriteCompression(false)
+	// The writer writes to the socket directly (writeBatch) and the
+	// session reads it directly (consume): the Conn only writes the
+	// session's close frames, after the writer has stopped. Compression is
+	// off at the upgrader; this keeps it off even if a gateway enables
+	// negotiation (the writer never compresses).
+	s.conn.EnableWriteCompression(false)
 	if ctx.Done() != nil {
-		stop := context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, shuttingDownFrame()) })
-		defer stop()
+		s.stopCtx = context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, shuttingDownFrame()) })
 	}
 	s.mu.Lock()
 	s.lastActive = time.Now()
 	s.setDeadlineLocked()
 	s.mu.Unlock()
-	return s.readLoop()
 }
 
-// readLoop is Run's goroutine: it reads and dispatches client messages and
-// decides how the session ends.
-func (s *session) readLoop() error {
+// runReadSize is the buffer Run reads into.
+const runReadSize = 1 << 10
+
+// readLoop is Run's goroutine: it reads the socket, blocking, and hands
+// what arrives to consume until the session ends.
+func (s *session) readLoop(buffered []byte) error {
+	if end, err := s.consume(buffered); end {
+		return err
+	}
+	// The buffer is held while the goroutine waits: small, as the
+	// Conn's reader was (a message of any size is decoded piece by piece).
+	b := make([]byte, runReadSize)
 	for {
-		typ, r, err := s.conn.NextReader()
+		n, err := s.nc.Read(b)
+		if n > 0 {
+			if end, err := s.consume(b[:n]); end {
+				return err
+			}
+		}
 		if err != nil {
 			return s.endOnReadError(err)
-		}
-		buf := getReadBuf()
-		_, err = buf.ReadFrom(io.LimitReader(r, s.cfg.MaxFrame+1))
-		if err != nil {
-			putReadBuf(buf)
-			return s.endOnReadError(err)
-		}
-		if int64(buf.Len()) > s.cfg.MaxFrame {
-			putReadBuf(buf)
-			return s.finish(disconnectTooBig, nil, websocket.ErrReadLimit)
-		}
-		s.mu.Lock()
-		s.lastActive = time.Now()
-		s.setDeadlineLocked()
-		s.mu.Unlock()
-		if typ != websocket.TextMessage {
-			putReadBuf(buf)
-			s.reject(invalid("", "binary messages are not accepted"))
-			continue
-		}
-		// fasthttp/websocket does not check UTF-8 (RFC 6455 8.1).
-		if !utf8.Valid(buf.Bytes()) {
-			putReadBuf(buf)
-			return s.finish(disconnectInvalidUTF8, nil, errors.New("sessions: text frame is not UTF-8"))
-		}
-		end, err := s.handle(buf.Bytes())
-		putReadBuf(buf)
-		if end {
-			return err
 		}
 	}
+}
+
+// consume decodes the client's bytes p and handles every message and
+// control frame they complete; what is left of an incomplete one stays in
+// s.in for the next bytes. end reports that the session is over (err is
+// then Run's result). Only the goroutine reading the socket calls it.
+func (s *session) consume(p []byte) (end bool, err error) {
+	for len(p) > 0 {
+		if s.in == nil {
+			s.in = getInbound()
+		}
+		n, ev, perr := s.in.next(p, s.cfg.MaxFrame)
+		p = p[n:]
+		if perr != nil {
+			s.readFailed = true
+			if errors.Is(perr, errTooBig) {
+				return true, s.finish(disconnectTooBig, nil, perr)
+			}
+			return true, s.finish(disconnectProtocol, nil, perr)
+		}
+		switch ev.kind {
+		case evPing:
+			s.onPing(ev.data)
+		case evClose:
+			// Echo the client's close (RFC 6455 5.5.1) once the writer
+			// has stopped; after it the close handshake is complete.
+			s.peerClosed = true
+			return true, s.finish(echo(ev.code), nil, nil)
+		case evMessage:
+			end, err := s.message(ev.op, ev.data)
+			s.in.release()
+			if end {
+				return true, err
+			}
+		}
+	}
+	if s.in != nil && s.in.idle() {
+		putInbound(s.in) // between messages a session holds no decoder
+		s.in = nil
+	}
+	return false, nil
+}
+
+// message handles one whole client message.
+func (s *session) message(op ws.OpCode, b []byte) (end bool, err error) {
+	s.mu.Lock()
+	if s.aborting != nil {
+		// Messages that were read with it are not handled.
+		s.mu.Unlock()
+		return true, s.endAborted()
+	}
+	s.lastActive = time.Now()
+	s.setDeadlineLocked()
+	s.mu.Unlock()
+	if op != ws.OpText {
+		s.reject(invalid("", "binary messages are not accepted"))
+		return false, nil
+	}
+	// RFC 6455 8.1: a text message is UTF-8.
+	if !utf8.Valid(b) {
+		return true, s.finish(disconnectInvalidUTF8, nil, errors.New("sessions: text frame is not UTF-8"))
+	}
+	return s.handle(b)
 }
 
 // endOnReadError tells apart the ways a read ends: a wake-up by abort, the
-// idle deadline, a length past any limit, or the client going away.
+// idle deadline, or the client going away.
 func (s *session) endOnReadError(err error) error {
-	s.readFailed = true
-	s.mu.Lock()
-	d, f := s.aborting, s.abortFrame
-	s.abortFrame = nil
-	s.mu.Unlock()
 	var ne net.Error
-	switch {
-	case d == disconnectBroken:
-		return s.finish(d, nil, errors.New("sessions: write to client failed"))
-	case d != nil:
-		return s.finish(d, f, errors.New("sessions: aborted"))
-	case errors.Is(err, websocket.ErrReadLimit):
-		// A frame length that overflows the library's counter.
-		return s.finish(disconnectTooBig, nil, err)
-	case errors.As(err, &ne) && ne.Timeout():
-		f := getFrame()
-		f.hdr = appendSessionEnded(f.hdr, "idle")
-		return s.finish(disconnectNormal, f, nil)
+	if errors.As(err, &ne) && ne.Timeout() {
+		// A deadline, not a failure: the decoder lost nothing.
+		if s.aborted() {
+			return s.endAborted()
+		}
+		return s.endIdle()
 	}
-	var ce *websocket.CloseError
-	if errors.As(err, &ce) && s.peerClosed {
-		// Echo the client's close (what the library's default handler
-		// does), after the writer has stopped. (A CloseError without a
-		// close frame is the library's 1006 for a truncated read.)
-		return s.finish(echo(ce.Code), nil, nil)
+	s.readFailed = true
+	if s.aborted() {
+		return s.endAborted()
 	}
-	if errors.As(err, &ce) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		return s.finish(disconnectGone, nil, nil)
 	}
 	return s.finish(disconnectGone, nil, err)
 }
 
-// onPing answers a client's ping through the writer (the library's default
-// handler would write the pong itself, racing the writer). It runs in the
-// read loop; a session that is stopping answers no more pings.
-func (s *session) onPing(data string) error {
+// aborted reports that abort was called.
+func (s *session) aborted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.aborting != nil
+}
+
+// endAborted ends the session as abort asked.
+func (s *session) endAborted() error {
+	s.mu.Lock()
+	d, f := s.aborting, s.abortFrame
+	s.abortFrame = nil
+	s.mu.Unlock()
+	if d == disconnectBroken {
+		return s.finish(d, nil, errors.New("sessions: write to client failed"))
+	}
+	return s.finish(d, f, errors.New("sessions: aborted"))
+}
+
+// endIdle ends a session that idled out.
+func (s *session) endIdle() error {
+	f := getFrame()
+	f.hdr = appendSessionEnded(f.hdr, "idle")
+	return s.finish(disconnectNormal, f, nil)
+}
+
+// onPing answers a client's ping through the writer, which owns every
+// write while the session runs. A session that is stopping answers no more
+// pings.
+func (s *session) onPing(data []byte) {
 	f := getFrame()
 	f.kind = kindPong
 	f.hdr = append(f.hdr, data...)
 	s.mu.Lock()
 	s.pushLocked(f, true)
 	s.mu.Unlock()
-	return nil
 }
 
-// onClose notes the client's close frame instead of echoing it at once:
-// finish echoes it once the writer has stopped. It runs in the read loop.
-func (s *session) onClose(int, string) error {
-	s.peerClosed = true
-	return nil
-}
-
-// handle runs dispatch on a goroutine of its own and waits for it. The
-// read loop's goroutine is what an idle session keeps, and a goroutine's
+// handle runs dispatch on a goroutine of its own and waits for it. For
+// Run: its goroutine is what an idle session keeps, and a goroutine's
 // stack never shrinks below what its idle call chain needs plus the growth
-// it once had: JSON decoding, the meter's store and logging would leave
-// every idle session with an 8-32 KiB stack instead of 4 KiB.
+// it once had (JSON decoding, the meter's store and logging would leave
+// every idle session with an 8-32 KiB stack instead of 4 KiB). For Serve,
+// whose reader ends once the socket is drained, measured: dispatching on
+// the reader itself made time to first audio with 32 sessions at full load
+// go from about 3 to 8 ms at the median, and cancel from 6 to 11 ms
+// (BenchmarkFirstAudio, BenchmarkCancelLatency rtf=0 and flood).
 func (s *session) handle(b []byte) (end bool, err error) {
 	done := make(chan struct{})
 	go func() {
@@ -365,8 +435,9 @@ func (s *session) fatal(contextID, code, msg string, d *disconnect, cause error)
 	return s.finish(d, f, cause)
 }
 
-// abort asks the read loop to end the session from another goroutine (a
-// runner, the writer, server shutdown). The first reason wins.
+// abort asks the reader to end the session from another goroutine (a
+// runner, the writer, server shutdown, Revoke, Drain). The first reason
+// wins.
 func (s *session) abort(d *disconnect, f *frame) {
 	s.mu.Lock()
 	s.abortLocked(d, f)
@@ -385,9 +456,15 @@ func (s *session) abortLocked(d *disconnect, f *frame) {
 }
 
 // setDeadlineLocked keeps the read deadline right: in the past to wake the
-// read loop for an abort, none while synthesis runs (a session that is
+// reader for an abort, none while synthesis runs (a session that is
 // talking is not idle), otherwise IdleTimeout after the last activity.
+// A polled session has no read to wake: its idle timer and wake do the
+// same (poll.go).
 func (s *session) setDeadlineLocked() {
+	if s.poller != nil {
+		s.pollDeadlineLocked()
+		return
+	}
 	var d time.Time
 	switch {
 	case s.aborting != nil:
@@ -396,7 +473,7 @@ func (s *session) setDeadlineLocked() {
 	default:
 		d = s.lastActive.Add(s.cfg.IdleTimeout)
 	}
-	_ = s.conn.SetReadDeadline(d)
+	_ = s.nc.SetReadDeadline(d)
 }
 
 // finish ends the session: stops every context, sends last (if any) after
@@ -418,6 +495,10 @@ func (s *session) finish(d *disconnect, last *frame, cause error) error {
 	s.stopping = true
 	broken := s.broken
 	s.mu.Unlock()
+	if s.stopCtx != nil {
+		s.stopCtx()
+	}
+	s.stopPolling() // the reader is this goroutine until the end
 
 	// From here on no writer runs or can start (stopping is set), so the
 	// close frame below is the last thing written and cannot interleave.
@@ -442,34 +523,55 @@ func (s *session) finish(d *disconnect, last *frame, cause error) error {
 
 // drain reads until the client answers the close frame or CloseGrace
 // passes: closing with unread input makes the kernel send a reset, which
-// can destroy the close frame before the client reads it.
+// can destroy the close frame before the client reads it. Once the byte
+// stream cannot be decoded (the rest of an oversized message, a protocol
+// error) it is read and dropped.
 func (s *session) drain() {
-	nc := s.conn.NetConn()
-	if nc == nil {
-		return
-	}
-	_ = nc.SetReadDeadline(time.Now().Add(s.cfg.CloseGrace))
-	for !s.readFailed {
-		_, _, err := s.conn.NextReader()
-		var ce *websocket.CloseError
-		if errors.As(err, &ce) {
+	_ = s.nc.SetReadDeadline(time.Now().Add(s.cfg.CloseGrace))
+	b := getSockBuf()
+	defer putSockBuf(b)
+	for {
+		n, err := s.nc.Read(b[:])
+		if n > 0 && !s.readFailed && s.drained(b[:n]) {
 			return // the close handshake is complete
 		}
 		if err != nil {
-			break
-		}
-	}
-	// After a read error the websocket.Conn refuses to read; take what is
-	// still on the wire (the rest of an oversized frame, or the backlog of
-	// a client that sent without reading) from the socket. The goroutine
-	// ends after this, so a larger buffer costs no idle session anything.
-	var b [8 << 10]byte
-	for {
-		if _, err := nc.Read(b[:]); err != nil {
 			return
 		}
 	}
 }
+
+// drained decodes what the client sent after the server's close, dropping
+// its messages, and reports whether its close frame came.
+func (s *session) drained(p []byte) bool {
+	for len(p) > 0 {
+		if s.in == nil {
+			s.in = getInbound()
+		}
+		n, ev, err := s.in.next(p, s.cfg.MaxFrame)
+		p = p[n:]
+		switch {
+		case err != nil:
+			s.readFailed = true
+			return false
+		case ev.kind == evClose:
+			return true
+		case ev.kind == evMessage:
+			s.in.release()
+		}
+	}
+	return false
+}
+
+// sockBuf is what one read from the socket takes. It is pooled and held
+// only while the socket is read, so an idle session holds none.
+type sockBuf [16 << 10]byte
+
+var sockBufs = sync.Pool{New: func() any { return new(sockBuf) }}
+
+func getSockBuf() *sockBuf { return sockBufs.Get().(*sockBuf) }
+
+func putSockBuf(b *sockBuf) { sockBufs.Put(b) }
 
 // readBufs are shared by all sessions so that an idle session holds none.
 var readBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -20,7 +20,7 @@ var errGone = errors.New("sessions: context gone")
 // per chunk), and an idle session holds neither the goroutine nor the
 // slices.
 //
-// Two lanes: prio carries the read loop's replies (task_started, errors,
+// Two lanes: prio carries the reader's replies (task_started, errors,
 // task_cancelled, pongs), so a cancel is answered without waiting behind
 // queued audio; main carries what the runners produce, in order. Every
 // queue item is a whole frame or a whole audio_chunk + binary pair, so
@@ -33,7 +33,7 @@ var errGone = errors.New("sessions: context gone")
 // task_done, task_failed) comes one to one with audio or with a context's
 // task_started on the prio lane (a context with nothing to speak ends at
 // once, so the client drives those through the cap). The prio lane cannot
-// wait (the read loop must keep reading to see a close), so it is capped
+// wait (the reader must keep reading to see a close), so it is capped
 // instead: replies beyond MaxReplies mean the client sends but does not
 // read, and the session is closed with 1008 (overflowLocked). Without the
 // cap a client that pings and never reads grew a session by 310 MB per
@@ -225,7 +225,7 @@ func (s *session) writeLoop() {
 }
 
 // brokenLocked: the client cannot be written to any more. Everything queued
-// is dropped, blocked producers are released, the read loop is woken.
+// is dropped, blocked producers are released, the reader is woken.
 func (s *session) brokenLocked() {
 	s.broken = true
 	for _, q := range [][]*frame{s.prio[s.prioH:], s.main[s.mainH:]} {
@@ -243,7 +243,7 @@ func (s *session) brokenLocked() {
 }
 
 // overflowLocked: the client keeps sending but does not read what it is
-// answered. The session ends with 1008: the read loop stops reading (so the
+// answered. The session ends with 1008: the reader stops reading (so the
 // client can send no more), the queued replies are dropped (nobody reads
 // them) and the close frame follows the batch being written, if the client
 // reads again within the write timeout.
@@ -275,17 +275,14 @@ var writeBufs = sync.Pool{New: func() any { return &writeBuf{b: make([]byte, 0, 
 // sends them with one Write on the socket.
 //
 // This bypasses the websocket.Conn writer, which is safe because nothing
-// else writes to the socket while the writer can run: pongs come through
-// this queue (the session's ping handler), the session's close frames are
-// written by finish after waitWriter with stopping set (no writer can start
-// again), the echo of a client's close waits for finish too (the session's
-// close handler), and oversized messages are refused by the session, not
-// by the library's read limit. The one write the library still makes on
-// its own is its 1002 close after a client protocol error; a Write on a
-// net.Conn is atomic with respect to other Writes, so even then frames
-// cannot interleave at the byte level.
+// else writes to the socket while the writer can run: the session decodes
+// the client's frames itself (inbound.go), so the library never reads and
+// never answers anything on its own; pongs come through this queue
+// (onPing), and every close frame (the echo of a client's, a 1002 for a
+// protocol error, a 1009) is written by finish after waitWriter with
+// stopping set (no writer can start again).
 func (s *session) writeBatch(fs []*frame, size int) error {
-	nc := s.conn.NetConn()
+	nc := s.nc
 	if nc == nil {
 		return websocket.ErrNilNetConn
 	}
