@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -148,15 +149,19 @@ type audioStream struct {
 	conn net.Conn
 	idle time.Duration
 	// hangup watches the client's socket while the body streams, so
-	// that a client that leaves stops the synthesis at once.
-	hangup *hangupWatch
+	// that a client that leaves stops the synthesis at once. It starts
+	// at the Read after the first piece (watch holds the socket until
+	// then): its goroutine, started before the first write, cost that
+	// write a few microseconds, and the socket is written to at once
+	// anyway. Atomic: the watch's own goroutine may call Close before
+	// Read has stored it.
+	watch  net.Conn
+	hangup atomic.Pointer[hangupWatch]
 }
 
 // watchClient stops the synthesis as soon as the client closes conn,
 // not only when a write to it fails.
-func (st *audioStream) watchClient(conn net.Conn) {
-	st.hangup = watchHangup(conn, func() { st.Close() })
-}
+func (st *audioStream) watchClient(conn net.Conn) { st.watch = conn }
 
 // slidingDeadline makes the stream extend conn's write deadline by idle at
 // every piece it hands over.
@@ -184,7 +189,13 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		gone: make(chan struct{}), first: make(chan struct{}), cancel: cancel,
 		closed: s.drain.leave,
 	}
+	// Before the goroutine starts: the handler then parks at once, and
+	// the goroutine runs on this thread rather than being taken by an idle
+	// one (which waits 3 us before it steals a runnext goroutine).
+	t := time.NewTimer(firstAudioTimeout)
+	defer t.Stop()
 	go func() {
+		growStack()
 		defer cancel()
 		var res synth.Result
 		var err error
@@ -207,8 +218,6 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		}
 		st.finish(err)
 	}()
-	t := time.NewTimer(firstAudioTimeout)
-	defer t.Stop()
 	select {
 	case <-st.first:
 	case <-t.C:
@@ -224,6 +233,24 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 	s.firstAudio(job, transport, synthStart)
 	return st, nil
 }
+
+// growStack grows the calling goroutine's stack to 16 KiB at once. A
+// synthesis goroutine starts small, and the first request to an upstream
+// engine (synth.Run, the engine, its HTTP exchange) grew it twice on the
+// way to the first audio byte, each time copying a deeper stack: about
+// 10 us each with the caches cold, as they are between requests, against
+// half that for one copy of two frames here (gateway-side stamps, 64
+// streams; 16 KiB covers the path to the first audio). Goroutines that
+// need more grow as usual.
+//
+//go:noinline
+func growStack() {
+	var pad [7 << 10]byte // with the guard, more than 8 KiB: the stack doubles to 16
+	keep(pad[:])
+}
+
+//go:noinline
+func keep([]byte) {}
 
 // firstAudioTimeout bounds the wait for an engine's first audio; a request
 // that waited this long is answered 502 upstream_error.
@@ -295,6 +322,10 @@ func (st *audioStream) finish(err error) {
 // Read gives fasthttp the next queued bytes, waiting for the first and
 // taking whatever else is already queued; the stream's first piece alone.
 func (st *audioStream) Read(p []byte) (int, error) {
+	if st.handed && st.watch != nil {
+		st.hangup.Store(watchHangup(st.watch, func() { st.Close() }))
+		st.watch = nil
+	}
 	n := 0
 	for n < len(p) {
 		if len(st.cur) == 0 {
@@ -360,7 +391,7 @@ func (st *audioStream) Close() error {
 	})
 	// fasthttp calls Close before it reads the connection again: the
 	// watch is over, and the read deadline cleared, by then.
-	st.hangup.stop()
+	st.hangup.Load().stop()
 	return nil
 }
 

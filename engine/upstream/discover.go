@@ -81,20 +81,13 @@ func (v *listedVoice) UnmarshalJSON(b []byte) error {
 func (e *Engine) listVoices(ctx context.Context, r *replica) ([]listedVoice, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, r.base+"/audio/voices", nil)
+	x, _, err := r.client.do(ctx, &request{method: http.MethodGet, head: r.voicesHead})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", r.display, err)
 	}
-	req.Header.Set("Accept", "application/json")
-	if e.cfg.APIKey != "" {
-		req.Header.Set("Authorization", "Bearer "+e.cfg.APIKey)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
+	resp := x.resp
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVoicesBody+1))
+	x.done(err == nil && len(body) <= maxVoicesBody)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", r.display, err)
 	}

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
-	"voicesvc/loopback"
 )
 
 // replica is one server of an upstream engine, with its own keep-alive
@@ -18,8 +17,10 @@ import (
 type replica struct {
 	base    string // the configured URL, without a trailing slash
 	display string // base with any password hidden
-	speech  string // base + "/audio/speech"
-	client  *http.Client
+	client  *client
+	// The request lines and headers of POST {base}/audio/speech and GET
+	// {base}/audio/voices (requestHead).
+	speechHead, voicesHead []byte
 
 	// Under sched.mu.
 	outstanding int       // requests holding a slot
@@ -37,47 +38,45 @@ type counters struct {
 	staleRetries, cancelled, completed atomic.Uint64
 }
 
-func newReplica(base string, slots int) *replica {
-	dialer := &net.Dialer{
-		Timeout:   5 * time.Second, // the first-byte timeout usually ends it sooner
-		KeepAlive: 30 * time.Second,
+// userAgent names the gateway to the upstream.
+const userAgent = "voicesvc"
+
+// newReplica makes the replica at base (a URL Validate accepted) with room
+// for slots requests; apiKey, when set, is sent as a bearer token, else a
+// user and password in the URL go as basic authentication.
+func newReplica(base string, slots int, apiKey string) (*replica, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, err
 	}
-	tr := &http.Transport{
-		Proxy: nil, // loopback or a private network: never through a proxy
-		// An upstream on this machine is a loopback hop, where a pacing
-		// congestion control (BBR) holds small writes for milliseconds:
-		// package loopback turns it off there, as the server does for its
-		// own accepted connections.
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			c, err := dialer.DialContext(ctx, network, addr)
-			if err == nil {
-				loopback.Unpace(c)
-			}
-			return c, err
-		},
+	speechURL, err := url.Parse(base + "/audio/speech")
+	if err != nil {
+		return nil, err
+	}
+	voicesURL, err := url.Parse(base + "/audio/voices")
+	if err != nil {
+		return nil, err
+	}
+	auth := http.Header{"User-Agent": {userAgent}}
+	switch {
+	case apiKey != "":
+		auth.Set("Authorization", "Bearer "+apiKey)
+	case u.User != nil:
+		pw, _ := u.User.Password()
+		req := http.Request{Header: auth}
+		req.SetBasicAuth(u.User.Username(), pw)
+	}
+	speech, voices := auth.Clone(), auth.Clone()
+	speech.Set("Content-Type", "application/json")
+	speech.Set("Accept", "audio/pcm, application/octet-stream, */*;q=0.1")
+	voices.Set("Accept", "application/json")
+	return &replica{base: base, display: redactURL(base),
+		speechHead: requestHead(http.MethodPost, speechURL, speech),
+		voicesHead: requestHead(http.MethodGet, voicesURL, voices),
 		// One connection per slot, kept alive between sentences: a new
 		// connection costs a round trip (two with TLS) before the first
 		// audio byte.
-		MaxConnsPerHost:     slots,
-		MaxIdleConnsPerHost: slots,
-		// Below uvicorn's default keep-alive of 5 s (Kokoro-FastAPI,
-		// Speaches), so we rarely reuse a connection the server is
-		// closing; the rare case is retried (see staleRetry).
-		IdleConnTimeout:    4 * time.Second,
-		DisableCompression: true, // pcm does not compress; gzip would only add latency
-		// HTTP/1.1 (a custom dialer turns HTTP/2 off): one connection per
-		// stream, so a stream whose listener reads slowly holds back its
-		// own TCP window only, and a cancel closes just its connection.
-		ForceAttemptHTTP2: false,
-		// Small bodies out, audio in: the default 4 KiB write buffer is
-		// plenty; a 32 KiB read buffer takes a Kokoro chunk in few reads.
-		ReadBufferSize: 32 << 10,
-	}
-	return &replica{
-		base: base, display: redactURL(base), speech: base + "/audio/speech",
-		client: &http.Client{Transport: tr, // no client Timeout: the stream may run long
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-	}
+		client: newClient(u, slots)}, nil
 }
 
 // ejected reports whether r is out at now, bringing it back on probation

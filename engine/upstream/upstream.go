@@ -59,7 +59,11 @@ func New(cfg Config) (*Engine, error) {
 	s := &sched{slots: cfg.MaxConcurrency, ejectAfter: cfg.EjectAfter, ejectFor: cfg.EjectFor,
 		maxWait: cfg.MaxWait, maxWaiting: cfg.MaxWaiting, now: time.Now}
 	for _, u := range cfg.URLs {
-		s.replicas = append(s.replicas, newReplica(u, cfg.MaxConcurrency))
+		r, err := newReplica(u, cfg.MaxConcurrency, cfg.APIKey)
+		if err != nil {
+			return nil, fmt.Errorf("upstream engine %s: %v", cfg.Name, err)
+		}
+		s.replicas = append(s.replicas, r)
 	}
 	e := &Engine{cfg: cfg, sched: s, chunk: max(1, cfg.SampleRate*int(chunkDuration/time.Millisecond)/1000)}
 	e.langs = languagesOf(e.Catalog())
@@ -141,7 +145,7 @@ func (e *Engine) Ready() error {
 // Close drops the kept-alive connections.
 func (e *Engine) Close() error {
 	for _, r := range e.sched.replicas {
-		r.client.CloseIdleConnections()
+		r.client.closeIdle()
 	}
 	return nil
 }
