@@ -138,6 +138,12 @@ func NewPool(opts PoolOptions) (*Pool, error) {
 	if opts.Engine == nil {
 		return nil, errors.New("engine: pool needs an Engine")
 	}
+	if r, ok := opts.Engine.(recycled); ok {
+		// A worker's emit queues the chunk for its caller and returns:
+		// Recycled would give the samples back while they wait. The pool
+		// recycles after delivery instead.
+		opts.Engine, opts.RecycleSamples = r.Engine, true
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = runtime.NumCPU()
 	}

@@ -351,3 +351,37 @@ func TestRecycledMatchesEngine(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestPoolOverRecycled: a pool given a Recycled engine still delivers the
+// engine's samples. Its workers queue chunks for their callers, so
+// Recycled's early give-back let the next chunk overwrite one still
+// waiting; the pool now recycles after delivery instead.
+func TestPoolOverRecycled(t *testing.T) {
+	ref := reference.New()
+	p := newPool(t, engine.PoolOptions{Engine: engine.Recycled(ref), Workers: 2})
+	reqs := requests(16)
+	copies := func(e engine.Engine, r engine.Request) ([][]float32, error) {
+		var out [][]float32
+		err := e.Synthesize(context.Background(), r, func(c engine.Chunk) error {
+			out = append(out, append([]float32(nil), c.Samples...))
+			time.Sleep(100 * time.Microsecond) // a consumer slower than the engine: chunks queue
+			return nil
+		})
+		return out, err
+	}
+	var wg sync.WaitGroup
+	for _, r := range reqs {
+		wg.Go(func() {
+			want, err := copies(ref, r)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, err := copies(p, r)
+			if err != nil || !reflect.DeepEqual(got, want) {
+				t.Errorf("pooled rendering of %q differs from the engine's (%v)", r.Text, err)
+			}
+		})
+	}
+	wg.Wait()
+}

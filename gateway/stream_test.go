@@ -16,6 +16,7 @@ import (
 	"voicesvc/codec"
 	"voicesvc/control"
 	"voicesvc/engine"
+	"voicesvc/engine/reference"
 	"voicesvc/synth"
 )
 
@@ -247,7 +248,12 @@ func metricValue(c prometheus.Metric) float64 {
 // state shows the request cancelled; and a full pool queue answers 503
 // upstream_busy with Retry-After.
 func TestStreamClientGoneStopsPool(t *testing.T) {
-	pool, err := engine.NewPool(engine.PoolOptions{Engine: newRef(1), Workers: 1, QueueDepth: 1})
+	// The plain engine, recycled by the pool as the server does: newRef's
+	// Recycled wrapper gave a chunk's samples back as soon as the worker
+	// queued the chunk, while it still waited for delivery (a data race,
+	// and audio overwritten, under -race).
+	pool, err := engine.NewPool(engine.PoolOptions{Engine: reference.New(reference.Options{RTF: 1}),
+		Workers: 1, QueueDepth: 1, RecycleSamples: true})
 	if err != nil {
 		t.Fatal(err)
 	}
