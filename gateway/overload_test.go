@@ -1,35 +1,16 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fasthttp/websocket"
 
 	"voicesvc/control"
-	"voicesvc/engine"
+	"voicesvc/engine/enginetest"
 )
-
-// heldWorker holds the sentence "Blocker." until open closes.
-type heldWorker struct {
-	engine.Worker
-	open chan struct{}
-}
-
-func (w heldWorker) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
-	if req.Text == "Blocker." {
-		select {
-		case <-w.open:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return w.Worker.Synthesize(ctx, req, emit)
-}
 
 // TestEngineAtCapacity: with the built-in engine (a real pool, graceful
 // overload on) behind by more than its MaxLag, every transport refuses new
@@ -37,20 +18,8 @@ func (w heldWorker) Synthesize(ctx context.Context, req engine.Request, emit fun
 // the upgrade and HTTP synthesis with 503 upstream_busy and Retry-After, a
 // task_start on a session opened earlier with task_failed upstream_busy.
 func TestEngineAtCapacity(t *testing.T) {
-	const maxLag = 20 * time.Millisecond
-	ref := newRef(0)
-	gate := make(chan struct{})
-	pool, err := engine.NewPool(engine.PoolOptions{Engine: ref, Workers: 1, WorkerDepth: 1, MaxLag: maxLag,
-		NewWorker: func(int) (engine.Worker, error) { return heldWorker{engine.InProcess(ref), gate}, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	t.Cleanup(func() {
-		close(gate)
-		wg.Wait()
-		pool.Close()
-	})
+	o := enginetest.NewOverloaded(t, 20*time.Millisecond)
+	pool := o.Pool
 	ss := newSynthServer(t, synthOpts{eng: pool})
 	// A session opened while the engine had room.
 	open, r, err := ss.wsDial("", wsKey(ss.key))
@@ -60,23 +29,7 @@ func TestEngineAtCapacity(t *testing.T) {
 	defer open.Close()
 
 	// Behind: the only worker held, a new request waiting for it.
-	wait := func(cond func(engine.PoolStats) bool) {
-		t.Helper()
-		if _, ok := waitFor(10*time.Second, func() bool { return cond(pool.Stats()) }); !ok {
-			t.Fatalf("pool state not reached: %+v", pool.Stats())
-		}
-	}
-	for _, text := range []string{"Blocker.", "Waiting."} {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = pool.Synthesize(context.Background(), engine.Request{Text: text}, func(engine.Chunk) error { return nil })
-		}()
-		wait(func(s engine.PoolStats) bool {
-			return s.Active+s.Queued == map[string]int{"Blocker.": 1, "Waiting.": 2}[text]
-		})
-	}
-	wait(func(s engine.PoolStats) bool { return s.Behind > maxLag })
+	o.FallBehind()
 
 	retryAfter := func(h string) bool { n, err := strconv.Atoi(h); return err == nil && n >= 1 }
 	tests := []struct {
