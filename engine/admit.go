@@ -77,7 +77,10 @@ func Admit(e Engine) error {
 var ErrOverCapacity = fmt.Errorf("%w: at capacity", ErrBusy)
 
 // capacityError is a refusal with how far behind the pool was.
-type capacityError struct{ behind time.Duration }
+type capacityError struct {
+	behind time.Duration
+	retry  int // seconds, at least 1
+}
 
 func (e *capacityError) Error() string {
 	return fmt.Sprintf("%v: admitted work is %v behind schedule", ErrOverCapacity, e.behind.Round(time.Millisecond))
@@ -86,9 +89,10 @@ func (e *capacityError) Error() string {
 func (e *capacityError) Unwrap() error { return ErrOverCapacity }
 
 // RetryAfterSeconds: once the work ahead has been done, in whole seconds
-// (at least 1), which is how synth.EngineError sets Retry-After.
+// (at least 1; more under sustained overload, see retryAfter), which is
+// how synth.EngineError sets Retry-After.
 func (e *capacityError) RetryAfterSeconds() int {
-	return max(1, int(math.Ceil(e.behind.Seconds())))
+	return max(e.retry, int(math.Ceil(e.behind.Seconds())))
 }
 
 // Learning the cost of a sentence: every learnBusy of busy worker time, the
@@ -105,6 +109,13 @@ const (
 type admission struct {
 	refusing bool
 	behind   time.Duration // at the last check, for Stats
+
+	// The share of new requests refused, a moving average over windows of
+	// pressureWindow (window: when the current one began; asked, refused:
+	// counted in it), sets the Retry-After of a refusal (retryAfter).
+	window          time.Time
+	asked, declined int
+	pressure        float64
 
 	// cost is the busy worker time a byte of sentence text takes, in
 	// seconds (0 until learned: only the measured lag counts until then);
@@ -210,19 +221,62 @@ func (p *Pool) behindLocked(now time.Time) time.Duration {
 }
 
 // admitLocked decides whether a new request arriving now is taken, and
-// counts a refusal.
-func (p *Pool) admitLocked(now time.Time) error {
+// counts a refusal. ask is true for the request itself, false for a check
+// before something opens (Admit), which is counted in the refused share
+// only when it refuses: what it lets through is counted when its request
+// comes.
+func (p *Pool) admitLocked(now time.Time, ask bool) error {
 	if p.opts.MaxLag <= 0 {
 		return nil
 	}
 	behind := p.behindLocked(now)
 	p.adm.behind = behind
 	p.adm.refusing = refuse(p.adm.refusing, behind, p.opts.MaxLag)
+	if ask || p.adm.refusing {
+		p.adm.count(p.adm.refusing, now)
+	}
 	if !p.adm.refusing {
 		return nil
 	}
 	p.stats.Refused++
-	return &capacityError{behind: behind}
+	return &capacityError{behind: behind, retry: p.adm.retryAfter()}
+}
+
+// pressureWindow is how often the refused share is folded into the
+// average: long enough to hold many requests, short enough to follow a
+// change of load within seconds.
+const pressureWindow = 500 * time.Millisecond
+
+// count records a new request's fate for the refused share.
+func (a *admission) count(refused bool, now time.Time) {
+	if now.Sub(a.window) >= pressureWindow {
+		if a.asked > 0 {
+			a.pressure = 0.5*a.pressure + 0.5*float64(a.declined)/float64(a.asked)
+		} else {
+			a.pressure = 0
+		}
+		a.window, a.asked, a.declined = now, 0, 0
+	}
+	a.asked++
+	if refused {
+		a.declined++
+	}
+}
+
+// maxRetryAfter bounds the Retry-After of a refusal for capacity.
+const maxRetryAfter = 8
+
+// retryAfter: 1 s while few are refused, growing as the refused share p
+// grows, as 1/(1-p): at three times capacity two in three are refused,
+// and asking them back every 3 s instead of every second keeps the work of
+// refusing them (parsing, answering, the client's retries) from taking
+// the CPU the admitted streams need (espeak-ng on 2 cores at 3x: 4,000
+// refusals a second cost 10% of the throughput).
+func (a *admission) retryAfter() int {
+	if a.pressure >= 1-1.0/maxRetryAfter {
+		return maxRetryAfter
+	}
+	return max(1, min(maxRetryAfter, int(math.Round(1/(1-a.pressure)))))
 }
 
 // refuse is the hysteresis: whether a pool that was refusing (or not) and
@@ -247,7 +301,7 @@ func (p *Pool) Admit() error {
 	if err := p.readyLocked(); err != nil {
 		return err
 	}
-	return p.admitLocked(time.Now())
+	return p.admitLocked(time.Now(), false)
 }
 
 var _ Admitter = (*Pool)(nil)

@@ -345,7 +345,7 @@ func (p *Pool) Synthesize(ctx context.Context, req Request, emit func(Chunk) err
 	if !req.Continues {
 		// Decided with the queue as it is, under the lock that enqueues:
 		// a burst is refused beyond what fits, not admitted whole.
-		if err := p.admitLocked(queued); err != nil {
+		if err := p.admitLocked(queued, true); err != nil {
 			p.mu.Unlock()
 			return err
 		}

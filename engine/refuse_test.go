@@ -33,3 +33,38 @@ func TestRefuseHysteresis(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryAfterFollowsPressure: a refusal asks the client back after 1 s
+// while few requests are refused, and later the larger the share refused
+// over the last windows, so that refused clients do not come back faster
+// than the pool can take them; a load that eases brings it back to 1 s.
+func TestRetryAfterFollowsPressure(t *testing.T) {
+	tests := []struct {
+		name      string
+		refusedIn []float64 // the share refused in each window, in order
+		want      int
+	}{
+		{"nothing refused", []float64{0, 0}, 1},
+		{"one in ten", []float64{0.1, 0.1, 0.1}, 1},
+		{"1.5x capacity: one in three", []float64{1.0 / 3, 1.0 / 3, 1.0 / 3, 1.0 / 3, 1.0 / 3}, 1},
+		{"3x capacity: two in three", []float64{2.0 / 3, 2.0 / 3, 2.0 / 3, 2.0 / 3, 2.0 / 3, 2.0 / 3}, 3},
+		{"everything refused: bounded", []float64{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, maxRetryAfter},
+		{"eased", []float64{1, 1, 1, 1, 0, 0, 0, 0, 0, 0}, 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var a admission
+			now := time.Unix(1000, 0)
+			for _, share := range tc.refusedIn {
+				for i := range 30 {
+					a.count(float64(i) < share*30, now)
+				}
+				now = now.Add(pressureWindow)
+			}
+			a.count(false, now) // folds the last window in
+			if got := a.retryAfter(); got != tc.want {
+				t.Errorf("Retry-After %d s (pressure %.2f), want %d", got, a.pressure, tc.want)
+			}
+		})
+	}
+}
