@@ -24,6 +24,7 @@ const (
 	fakeBadPair = "dddddddddddddddddddddddd" // ws: binary frames shorter than byte_length
 	fakeNoDur   = "eeeeeeeeeeeeeeeeeeeeeeee" // ws: no durations, audio from bytes
 	fakeBusy    = "ffffffffffffffffffffffff" // at capacity: 503 upstream_busy, ws task_failed upstream_busy
+	fakeBusyFor = "fffffffffffffffffffffff3" // at capacity, and the ws task_failed says retry_after 3
 	fakeBusyKey = "vsk_busy"                 // a key whose ws handshakes are refused 503 upstream_busy
 	fakeChunk   = 1600                       // bytes: 800 samples, 1/30 s
 	fakeChunks  = 3                          // 0.1 s per request
@@ -163,6 +164,10 @@ func fakeSession(c *websocket.Conn) {
 		case m.Type == "task_start" && m.VoiceID == fakeBusy:
 			c.WriteJSON(map[string]any{"type": "task_failed", "context_id": m.ContextID, "sentences_completed": 0,
 				"code": "upstream_busy", "trace_id": "t"})
+			continue
+		case m.Type == "task_start" && m.VoiceID == fakeBusyFor:
+			c.WriteJSON(map[string]any{"type": "task_failed", "context_id": m.ContextID, "sentences_completed": 0,
+				"code": "upstream_busy", "retry_after": 3, "trace_id": "t"})
 			continue
 		case m.Type == "task_start" && m.VoiceID != fakeVoice && m.VoiceID != fakeBadPair && m.VoiceID != fakeNoDur:
 			c.WriteJSON(map[string]any{"type": "error", "context_id": m.ContextID, "code": "voice_not_found", "fatal": false})

@@ -132,7 +132,7 @@ func statusKey(status int, code string) string {
 }
 
 // refusalBackoff is how long a client waits after a refusal that names no
-// Retry-After (a ws task_failed; the server's is 1 s).
+// Retry-After (or, on ws, no retry_after).
 const refusalBackoff = time.Second
 
 // maxRetryAfter bounds what the bench waits whatever the server says: a

@@ -174,7 +174,7 @@ const methodNotes = `
 - **audio s/s**, **ops/s**: per wall second from the first measured start to the last measured end.
 - **refused**: operations the server at capacity turned away (` + "`503 upstream_busy`" + `, or on ws
   ` + "`task_failed upstream_busy`" + ` before any audio); they are neither ok nor errors, every other
-  figure is of the admitted operations, and the worker waits the ` + "`Retry-After`" + ` (1 s on ws) before
+  figure is of the admitted operations, and the worker waits the ` + "`Retry-After`" + ` (on ws, ` + "`retry_after`" + `) before
   its next. The refusal time is from the request (` + "`task_start`" + `, handshake) to that answer.
 - Percentiles interpolate linearly between closest ranks (type 7, as numpy); max is exact.
 - Operations started during warm-up are excluded. Closed loop: each worker starts its next

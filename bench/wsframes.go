@@ -19,6 +19,7 @@ type wsMsg struct {
 	SampleRate         int     `json:"sample_rate"`
 	AudioFormat        string  `json:"audio_format"`
 	Code               string  `json:"code"`
+	RetryAfter         int     `json:"retry_after"` // task_failed upstream_busy: seconds
 	Message            string  `json:"message"`
 	Fatal              bool    `json:"fatal"`
 	Reason             string  `json:"reason"`

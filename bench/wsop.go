@@ -108,6 +108,7 @@ type wsCtx struct {
 	bps      int     // from task_started
 	rate     int
 	err      string
+	retry    time.Duration // a refused context's retry_after
 	end      time.Time
 	finished bool
 	done     chan struct{}
@@ -296,6 +297,11 @@ func (c *wsConn) dispatch(sc *wsScenario, m wsMsg, now time.Time) {
 		key := "ws:" + orUnknown(m.Code)
 		switch {
 		case x != nil:
+			if m.RetryAfter > 0 {
+				x.mu.Lock()
+				x.retry = min(time.Duration(m.RetryAfter)*time.Second, maxRetryAfter)
+				x.mu.Unlock()
+			}
 			x.finish(key, now)
 		case m.Type == "error" && m.Fatal:
 			c.kill(key, now)
@@ -375,9 +381,12 @@ func (sc *wsScenario) do(ctx context.Context, slot int) sample {
 	switch {
 	case out.err == "ws:upstream_busy" && x.ttfb == 0:
 		// The engine at capacity refused the context (at once, before
-		// any audio): a refusal, not a failure. The frame carries no
-		// Retry-After; the handshake's is a second.
+		// any audio): a refusal, not a failure, retried after the
+		// frame's retry_after.
 		out.err, out.refused, out.retryAfter = "", true, refusalBackoff
+		if x.retry > 0 {
+			out.retryAfter = x.retry
+		}
 	case out.err == "" && x.ttfb == 0:
 		out.err = "ws:no_audio"
 	}

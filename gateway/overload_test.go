@@ -53,8 +53,10 @@ func TestEngineAtCapacity(t *testing.T) {
 				t.Fatalf("read: %v", err)
 			}
 			var f map[string]any
-			if err := json.Unmarshal(b, &f); err != nil || f["type"] != "task_failed" || f["context_id"] != "new" ||
-				f["code"] != control.EUpstreamBusy || f["sentences_completed"] != float64(0) {
+			err = json.Unmarshal(b, &f)
+			retry, _ := f["retry_after"].(float64) // seconds, as the handshake's Retry-After
+			if err != nil || f["type"] != "task_failed" || f["context_id"] != "new" ||
+				f["code"] != control.EUpstreamBusy || f["sentences_completed"] != float64(0) || retry < 1 {
 				t.Fatalf("first frame %s, want task_failed upstream_busy", b)
 			}
 		}},

@@ -166,13 +166,21 @@ func appendTaskCancelled(b, idJSON []byte, completed, dropped int, r receipt, tr
 	return append(b, '}')
 }
 
-func appendTaskFailed(b, idJSON []byte, completed int, code, trace string) []byte {
+// appendTaskFailed writes a task_failed frame. retryAfter > 0 adds
+// retry_after, the whole seconds a context refused for capacity should wait
+// before it is opened again: the Retry-After an HTTP refusal carries, which
+// grows while most new work is refused, so retries do not become the load.
+func appendTaskFailed(b, idJSON []byte, completed int, code string, retryAfter int, trace string) []byte {
 	b = append(b, `{"type":"task_failed","context_id":`...)
 	b = append(b, idJSON...)
 	b = append(b, `,"sentences_completed":`...)
 	b = strconv.AppendInt(b, int64(completed), 10)
 	b = append(b, `,"code":`...)
 	b = jsonw.AppendString(b, code)
+	if retryAfter > 0 {
+		b = append(b, `,"retry_after":`...)
+		b = strconv.AppendInt(b, int64(retryAfter), 10)
+	}
 	b = append(b, `,"trace_id":`...)
 	b = jsonw.AppendString(b, trace)
 	return append(b, '}')

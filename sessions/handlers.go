@@ -114,7 +114,7 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 // takes the streams it already has to the end: a refusal falls only on new
 // contexts (and, on a race with others, a context's first sentence).
 func (s *session) refuseStart(contextID string, eng engine.Engine, err error) {
-	code := control.ErrorCode(synth.EngineError(err))
+	code, retryAfter := engineFailure(err)
 	trace := ""
 	if o := s.deps.Observer; o != nil {
 		// Counted and traced like any context that failed.
@@ -127,7 +127,7 @@ func (s *session) refuseStart(contextID string, eng engine.Engine, err error) {
 		trace = control.NewID()
 	}
 	f := getFrame()
-	f.hdr = appendTaskFailed(f.hdr, jsonw.AppendString(nil, contextID), 0, code, trace)
+	f.hdr = appendTaskFailed(f.hdr, jsonw.AppendString(nil, contextID), 0, code, retryAfter, trace)
 	s.mu.Lock()
 	s.pushLocked(f, true)
 	s.mu.Unlock()

@@ -306,6 +306,7 @@ type event struct {
 	Profile            map[string]float64 `json:"profile"`
 	TraceID            string             `json:"trace_id"`
 	SentencesCompleted int                `json:"sentences_completed"`
+	RetryAfter         *int               `json:"retry_after"`
 	SentencesDropped   int                `json:"sentences_dropped"`
 	Code               string             `json:"code"`
 	Message            string             `json:"message"`

@@ -100,7 +100,7 @@ func TestTaskFailed(t *testing.T) {
 		return done == 2
 	})
 	got := collect(t, c.all)
-	if f := got["bad"].end; f.Type != "task_failed" || f.Code != "invalid_input" || f.SentencesCompleted != 1 || f.TraceID == "" {
+	if f := got["bad"].end; f.Type != "task_failed" || f.Code != "invalid_input" || f.SentencesCompleted != 1 || f.TraceID == "" || f.RetryAfter != nil {
 		t.Fatalf("bad: %+v", f)
 	}
 	checkDone(t, got["good"], "All fine.")

@@ -48,6 +48,10 @@ func TestCapacityRefusal(t *testing.T) {
 				if f.Type != "task_failed" || f.Code != control.EUpstreamBusy || f.SentencesCompleted != 0 || f.TraceID == "" {
 					t.Fatalf("first frame for the refused context: %+v, want task_failed upstream_busy", f)
 				}
+				// It says when to come back, as the HTTP Retry-After would.
+				if f.RetryAfter == nil || *f.RetryAfter < 1 {
+					t.Fatalf("refused context's task_failed has retry_after %v, want whole seconds >= 1", f.RetryAfter)
+				}
 				if s := p.Stats(); s.Refused != 1 {
 					t.Errorf("pool refused %d, want 1", s.Refused)
 				}

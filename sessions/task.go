@@ -426,8 +426,7 @@ func (t *task) failLocked(err error) {
 		t.closeLocked()
 		return
 	}
-	// The code every transport gives this engine failure.
-	code := control.ErrorCode(synth.EngineError(err))
+	code, retryAfter := engineFailure(err)
 	if !errors.Is(err, engine.ErrOverCapacity) {
 		// (A refusal for capacity is an answer, counted by the metrics:
 		// under overload there are thousands a second.)
@@ -436,8 +435,20 @@ func (t *task) failLocked(err error) {
 	t.outcome = code
 	t.closeLocked()
 	f := getFrame()
-	f.hdr = appendTaskFailed(f.hdr, t.idJSON, t.completed, code, t.trace)
+	f.hdr = appendTaskFailed(f.hdr, t.idJSON, t.completed, code, retryAfter, t.trace)
 	s.pushLocked(f, false)
+}
+
+// engineFailure is the code every transport gives an engine failure and, for
+// upstream_busy, the seconds the engine asks to be left alone (the HTTP
+// Retry-After of the same refusal).
+func engineFailure(err error) (code string, retryAfter int) {
+	err = synth.EngineError(err)
+	var ce *control.Error
+	if errors.As(err, &ce) && ce.Code == control.EUpstreamBusy {
+		retryAfter = ce.RetryAfter
+	}
+	return control.ErrorCode(err), retryAfter
 }
 
 // closeLocked frees the task's slot among the open contexts at once and
