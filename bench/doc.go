@@ -44,9 +44,9 @@
 // upstream_busy; ws: task_failed upstream_busy before any audio, or a
 // handshake answered 503 upstream_busy) is counted as refused, neither ok
 // nor an error, with its own latency (request to refusal); the worker then
-// waits the Retry-After (1 s when none is given), give or take a tenth.
-// --overload N runs the overload probe: paced ws listeners at 1.5 and 3
-// times a capacity figure N (OverloadProbe).
+// waits the Retry-After (1 s when none is given) and up to half of it
+// again. --overload N runs the overload probe: paced ws listeners at 1,
+// 1.5 and 3 times a capacity figure N (OverloadProbe).
 //
 // ws text: "sentence" sends the whole text in task_start with finalize;
 // "stream" sends the first word in task_start, then one word per 1/--tps

@@ -338,9 +338,11 @@ func drive(ctx context.Context, sc scenario, spec loadSpec, label string, progre
 	return rec
 }
 
-// jitter is d give or take a tenth, drawn at random.
+// jitter is d and up to half of it again, drawn at random: a client never
+// comes back before the Retry-After it was given, and the refused of one
+// instant spread over the next half period instead of returning together.
 func jitter(d time.Duration) time.Duration {
-	return d - d/10 + rand.N(d/5+1)
+	return d + rand.N(d/2+1)
 }
 
 // audioPeriod runs one unmeasured operation and returns its audio duration

@@ -167,7 +167,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	fs.DurationVar(&o.PacedDuration, "paced-duration", 0, "baseline: measured time of a paced level (default 3s)")
 	capacity := fs.String("capacity", "", "suite: capacity probes after the fixed levels, e.g. ws=1000,sse=500")
 	fs.IntVar(&o.overload, "overload", 0, "the overload probe: N is how many realtime ws streams the server holds; runs paced ws (4 contexts a session, the two-sentence default text) at --overload-factors times N and reports the admitted streams' TTFB and gaps, the refusals (503/task_failed upstream_busy, counted apart, Retry-After honoured) and how fast they came, and audio s/s; with --suite, after its levels")
-	factors := fs.String("overload-factors", "1.5,3", "overload probe: multiples of --overload to run")
+	factors := fs.String("overload-factors", "1,1.5,3", "overload probe: multiples of --overload to run")
 	fs.DurationVar(&o.overloadDuration, "overload-duration", defaultOverloadDuration, "overload probe: measured time per level (after one utterance of ramp)")
 	if err := fs.Parse(args); err != nil {
 		return o, "", false, err

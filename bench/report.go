@@ -117,6 +117,9 @@ func capacityLines(run *Run, limit float64) []string {
 	best := map[string]*Result{}
 	seen := map[string]bool{}
 	for _, r := range run.Results {
+		if r.Overload != nil {
+			continue // the overload probe measures refusals, not capacity
+		}
 		// Realtime-paced and back-to-back loads are different questions.
 		k := r.Scenario
 		if r.Paced {

@@ -25,8 +25,8 @@ type SuiteOptions struct {
 	// the same run: the report's Capacity section then covers them too.
 	Capacity []Probe
 	// Overload, when > 0, is a capacity figure in realtime ws streams: the
-	// overload probe runs last, paced ws at OverloadFactors times it (1.5
-	// and 3), each OverloadDuration measured (default 6 s), with the
+	// overload probe runs last, paced ws at OverloadFactors times it (1,
+	// 1.5 and 3), each OverloadDuration measured (default 6 s), with the
 	// two-sentence DefaultText so that a context has a sentence after its
 	// first. What it shows: the streams admitted stay on time, the excess
 	// is refused at once, and throughput holds at capacity (OverloadProbe).
@@ -64,13 +64,14 @@ func ParseProbes(s string) ([]Probe, error) {
 }
 
 // Overload probe defaults (SuiteOptions.Overload).
-var defaultOverloadFactors = []float64{1.5, 3}
+var defaultOverloadFactors = []float64{1, 1.5, 3}
 
 const defaultOverloadDuration = 6 * time.Second
 
 // OverloadProbe runs realtime ws streams (paced listeners, o's text and
-// session settings) at factors (default 1.5 and 3) times capacity, a
-// figure in streams the server is known to hold, each level duration
+// session settings) at factors (default 1, 1.5 and 3) times capacity, a
+// figure in streams about what the server holds (the 1x level shows what
+// it really carries, which the others are held to), each level duration
 // measured (default 6 s). It reports, for the
 // streams admitted, their TTFB and gaps; the refusals (503 upstream_busy,
 // task_failed upstream_busy), counted apart and answered by waiting out

@@ -115,15 +115,27 @@ func TestWriteSummaryTargets(t *testing.T) {
 		// Refusals fail it, though TTFB and gap are within.
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1300, Sessions: 325, Contexts: 4, OK: 10,
 			Refused: 5, TTFB: Dist{N: 10, P99: 20}, Gap: Dist{N: 10, P99: 25}},
-		// The overload probe's levels: neither is the PCM streams target's
-		// largest load; the first meets its targets, the second's
-		// refusals came too slowly and its throughput fell.
+		// The overload probe's levels: none is the PCM streams target's
+		// largest load. 1x carried 960 audio s/s, which the 1.5x level
+		// held; the 3x level's refusals came too slowly and its
+		// throughput fell.
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1000, Sessions: 250, Contexts: 4, OK: 900,
+			TTFB: Dist{N: 900, P99: 40}, Gap: Dist{N: 900, P99: 20},
+			AudioPerSec: 960, Overload: &Overload{Capacity: 1000, Factor: 1}},
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 1500, Sessions: 375, Contexts: 4, OK: 900,
 			Refused: 300, Refusal: Dist{N: 300, P50: 1, P99: 4}, TTFB: Dist{N: 900, P99: 80}, Gap: Dist{N: 900, P99: 20},
 			AudioPerSec: 990, Overload: &Overload{Capacity: 1000, Factor: 1.5}},
 		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 3000, Sessions: 750, Contexts: 4, OK: 800,
 			Refused: 900, Refusal: Dist{N: 900, P50: 3, P99: 25}, TTFB: Dist{N: 800, P99: 90}, Gap: Dist{N: 800, P99: 20},
 			AudioPerSec: 800, Overload: &Overload{Capacity: 1000, Factor: 3}},
+		// A figure above what the engine carries: 1x is held to the
+		// streams target, 3x to what 1x carried, not to the figure.
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 2000, Sessions: 500, Contexts: 4, OK: 900,
+			Refused: 200, Refusal: Dist{N: 200, P50: 1, P99: 5}, TTFB: Dist{N: 900, P99: 90}, Gap: Dist{N: 900, P99: 20},
+			AudioPerSec: 1500, Overload: &Overload{Capacity: 2000, Factor: 1}},
+		{Scenario: "ws", Mode: "closed", Paced: true, Concurrency: 6000, Sessions: 1500, Contexts: 4, OK: 900,
+			Refused: 900, Refusal: Dist{N: 900, P50: 1, P99: 8}, TTFB: Dist{N: 900, P99: 90}, Gap: Dist{N: 900, P99: 20},
+			AudioPerSec: 1450, Overload: &Overload{Capacity: 2000, Factor: 3}},
 	}}
 	var b strings.Builder
 	WriteSummary(&b, []*Run{esp, ref}, []string{"espeak", "reference"})
@@ -136,8 +148,12 @@ func TestWriteSummaryTargets(t *testing.T) {
 		"espeak-ng: >= 1300 realtime PCM streams (ws), TTFB p99 and gap p99 < 50 ms, no errors | c=1300 (325x4) realtime: TTFB p99 20.0 ms, gap p99 25.0 ms, 10 ok, 0 errors, 5 refused | **no** |",
 		"- ws realtime: c=500 (125x4) realtime (TTFB p99 60.0 ms)", // c=1300 refused some
 		"| ws | c=1500 (375x4) realtime overload 1.5x | espeak-ng | 900 | 0 | 300 |",
-		"overload 1.5x (1500 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 950, no errors | " +
+		"overload 1x (1000 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, " +
+			"audio s/s >= 950 (0.95 of the streams target), no errors | 900 admitted: gap p99 20.0 ms, TTFB p99 40.0 ms; none refused; 960.0 audio s/s; 0 errors | yes |",
+		"overload 1.5x (1500 realtime ws streams for a capacity of 1000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 912 (0.95 of the 1x level's), no errors | " +
 			"900 admitted: gap p99 20.0 ms, TTFB p99 80.0 ms; 300 refused (in p50 1.0, p99 4.0 ms); 990.0 audio s/s; 0 errors | yes |",
+		"overload 1x (2000 realtime ws streams for a capacity of 2000): admitted gap p99 < 50 ms, refused within 10 ms p99, audio s/s >= 1235 (0.95 of the streams target)",
+		"audio s/s >= 1425 (0.95 of the 1x level's), no errors | 900 admitted: gap p99 20.0 ms, TTFB p99 90.0 ms; 900 refused (in p50 1.0, p99 8.0 ms); 1450.0 audio s/s; 0 errors | yes |",
 		"overload 3x (3000 realtime ws streams for a capacity of 1000)",
 		"900 refused (in p50 3.0, p99 25.0 ms); 800.0 audio s/s; 0 errors | **no** |",
 	} {

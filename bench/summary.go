@@ -23,8 +23,9 @@ const (
 	targetAddedP99Ms = 1.0
 	// The overload probe (graceful overload): at its multiples of a
 	// capacity figure, the admitted streams' gap p99, the refusals' p99,
-	// and the audio per second at least this share of the figure (a paced
-	// stream is one audio second a second).
+	// and the audio per second at least this share of what the 1x level
+	// carried (a paced stream is one audio second a second;
+	// writeOverloadTargets).
 	targetOverloadGapMs     = 50.0
 	targetOverloadRefusalMs = 10.0
 	targetOverloadShare     = 0.95
@@ -174,16 +175,28 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 
 // writeOverloadTargets checks each level of the overload probe: the
 // admitted streams on time, the excess refused at once, throughput held.
+// "Held" is against what the engine carried when offered its capacity
+// figure (the 1x level of the same run, when there is one): an engine's
+// real capacity moves with the host, the load beside it and the text, so
+// a figure fixed in the Makefile can only say roughly where it is. The 1x
+// level itself must carry at least the smaller of the figure and the
+// realtime-streams target, so that refusing everything cannot pass.
 func writeOverloadTargets(w io.Writer, run *Run) {
 	for _, r := range run.Results {
 		o := r.Overload
 		if o == nil {
 			continue
 		}
-		floor := targetOverloadShare * float64(o.Capacity)
+		floor, of := targetOverloadShare*float64(o.Capacity), "the capacity"
+		switch base := overloadBase(run, o.Capacity); {
+		case o.Factor == 1:
+			floor, of = targetOverloadShare*float64(min(o.Capacity, targetPCMStreams)), "the streams target"
+		case base != nil:
+			floor, of = targetOverloadShare*base.AudioPerSec, "the 1x level's"
+		}
 		label := fmt.Sprintf("%s: overload %gx (%d realtime ws streams for a capacity of %d): admitted gap p99 < %g ms, "+
-			"refused within %g ms p99, audio s/s >= %.0f, no errors", run.Engine, o.Factor, r.Concurrency, o.Capacity,
-			targetOverloadGapMs, targetOverloadRefusalMs, floor)
+			"refused within %g ms p99, audio s/s >= %.0f (%g of %s), no errors", run.Engine, o.Factor, r.Concurrency, o.Capacity,
+			targetOverloadGapMs, targetOverloadRefusalMs, floor, targetOverloadShare, of)
 		refusal := "none refused"
 		if r.Refused > 0 {
 			refusal = fmt.Sprintf("%d refused (in p50 %.1f, p99 %.1f ms)", r.Refused, r.Refusal.P50, r.Refusal.P99)
@@ -194,6 +207,16 @@ func writeOverloadTargets(w io.Writer, run *Run) {
 			mdEscape(label), r.OK, mdMs(r.Gap.N, r.Gap.P99), mdMs(r.TTFB.N, r.TTFB.P99), refusal, r.AudioPerSec,
 			r.ErrorCount, errorSuffix(r)+stealNote(r), yesNo(ok))
 	}
+}
+
+// overloadBase is the overload probe's 1x level for capacity, if it ran.
+func overloadBase(run *Run, capacity int) *Result {
+	for _, r := range run.Results {
+		if o := r.Overload; o != nil && o.Capacity == capacity && o.Factor == 1 {
+			return r
+		}
+	}
+	return nil
 }
 
 // largest is the result of scn with the highest load of at least n, if any;

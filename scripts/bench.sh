@@ -34,9 +34,10 @@
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
 # CAPACITY_ESPEAK (ws=500/rt,ws=1300/rt: realtime listeners, see
 # `voicesvc bench --pace`), CAPACITY_REFERENCE (ws=1000,sse=500: the reference
-# engine is itself paced at real time), OVERLOAD_ESPEAK (1300: the realtime ws
-# streams espeak holds on 2 cores; the overload probe runs 1.5x and 3x that,
-# 6 s measured each, about 22 s in all; 0 skips it), VOICE_ESPEAK
+# engine is itself paced at real time), OVERLOAD_ESPEAK (1800: about the
+# realtime ws streams espeak really holds on 2 cores with the bench beside it;
+# the overload probe runs 1x, 1.5x and 3x that, 6 s measured each, about 35 s
+# in all; 0 skips it), VOICE_ESPEAK
 # (en-us-linda), VOICE_REFERENCE (ref-en-high).
 set -euo pipefail
 
@@ -48,7 +49,7 @@ WARMUP=${BENCH_WARMUP:-1s}
 ENGINES=${BENCH_ENGINES:-espeak reference}
 LEVELS=${BENCH_LEVELS:-1,16,64,256}
 CAPACITY_ESPEAK=${CAPACITY_ESPEAK:-ws=500/rt,ws=1300/rt}
-OVERLOAD_ESPEAK=${OVERLOAD_ESPEAK:-1300}
+OVERLOAD_ESPEAK=${OVERLOAD_ESPEAK:-1800}
 CAPACITY_REFERENCE=${CAPACITY_REFERENCE:-ws=1000,sse=500}
 VOICE_ESPEAK=${VOICE_ESPEAK:-en-us-linda}
 VOICE_REFERENCE=${VOICE_REFERENCE:-ref-en-high}
@@ -112,7 +113,7 @@ workspace() {
   ws=$("$BIN" admin workspace create --db "$db" --name bench --plan enterprise)
   id=$(sed -E 's/.*"id":"([0-9a-f]{24})".*/\1/' <<<"$ws")
   "$BIN" admin workspace update --db "$db" --id "$id" \
-    --concurrency 2000 --rps 0 --sessions 2000 --billing off >/dev/null
+    --concurrency 10000 --rps 0 --sessions 10000 --billing off >/dev/null
   key=$("$BIN" admin key create --db "$db" --workspace "$id")
   sed -E 's/.*"key":"(vsk_[0-9A-Za-z]+)".*/\1/' <<<"$key"
 }
