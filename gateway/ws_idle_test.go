@@ -1,10 +1,8 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"voicesvc/control"
+	"voicesvc/goroutines"
 )
 
 // Through the whole gateway an idle session holds no goroutine, with or
@@ -64,7 +63,7 @@ func TestWSIdleSessionsHoldNoGoroutine(t *testing.T) {
 	var stacks string
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
 		extra = runtime.NumGoroutine() - base
-		inSessions, stacks = goroutinesIn("voicesvc/sessions.")
+		inSessions, stacks = goroutines.In("voicesvc/sessions.")
 		if extra < n/10 && inSessions == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -106,29 +105,4 @@ func TestWSIdleSessionsHoldNoGoroutine(t *testing.T) {
 			t.Fatalf("session %d: no pong", i)
 		}
 	}
-}
-
-// goroutinesIn counts the goroutines with a function of prefix on their
-// stack, from a goroutine profile, and returns their stacks.
-func goroutinesIn(prefix string) (int, string) {
-	var b bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	_, profile, _ := strings.Cut(b.String(), "\n") // "goroutine profile: total N"
-	n := 0
-	var stacks []string
-	for _, g := range strings.Split(profile, "\n\n") {
-		if !strings.Contains(g, prefix) {
-			continue
-		}
-		k := 0
-		for _, c := range g {
-			if c < '0' || c > '9' {
-				break
-			}
-			k = k*10 + int(c-'0')
-		}
-		n += k
-		stacks = append(stacks, g)
-	}
-	return n, strings.Join(stacks, "\n\n")
 }

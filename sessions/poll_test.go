@@ -1,13 +1,12 @@
 package sessions
 
 import (
-	"bytes"
 	"encoding/json"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
+	"voicesvc/goroutines"
 
 	"github.com/fasthttp/websocket"
 	"github.com/gobwas/ws"
@@ -26,38 +25,13 @@ func (ts *testServer) parked(t testing.TB, i int) {
 	}
 }
 
-// sessionGoroutines is the number of goroutines running code of this
-// package, from a goroutine profile.
-func sessionGoroutines() (int, string) {
-	var b bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
-	_, profile, _ := strings.Cut(b.String(), "\n") // "goroutine profile: total N"
-	n := 0
-	var stacks []string
-	for _, g := range strings.Split(profile, "\n\n") {
-		if strings.Contains(g, "voicesvc/sessions.(*") {
-			// "N @ ..." heads each group of identical stacks.
-			var k int
-			for _, c := range g {
-				if c < '0' || c > '9' {
-					break
-				}
-				k = k*10 + int(c-'0')
-			}
-			n += k
-			stacks = append(stacks, g)
-		}
-	}
-	return n, strings.Join(stacks, "\n\n")
-}
-
 // settle waits (bounded) for goroutines that are on their way out (the
 // reader between parking and returning, the writer after its last batch)
 // and returns the goroutines of this package that remain.
 func settle(t testing.TB, base, limit int) (sessions, total int, stacks string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; {
-		sessions, stacks = sessionGoroutines()
+		sessions, stacks = goroutines.In("voicesvc/sessions.(*")
 		total = runtime.NumGoroutine() - base
 		if sessions == 0 && total < limit || time.Now().After(deadline) {
 			return sessions, total, stacks
