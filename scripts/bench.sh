@@ -18,8 +18,11 @@
 #
 # Then the upstream scenario (BENCH_UPSTREAM=0 skips it): the same client
 # against an espeak voicesvc directly and through a second voicesvc that
-# has it as its upstream engine, in turn (upstream/: results.json,
-# report.md and the gateway-added table).
+# has it as its upstream engine, in turn, UPSTREAM_ROUNDS (5) rounds of 64
+# realtime streams: what A adds is a fraction of a millisecond, and one
+# round's p50 moves by about as much with the host, so the median of five
+# is what is compared with the target (upstream/: results.json, report.md
+# and the gateway-added table).
 #
 # Then the baseline (BENCH_BASELINE=0 skips it): a reference server unpaced
 # (--reference-rtf 0, its first chunk ready at once; at nice 10) and, inside the bench,
@@ -179,7 +182,7 @@ YAML
   "$BIN" bench --target openai --base "$b_base/voice-svc/api/v1/public/compat" --key "$b_key" \
     --voice "$VOICE_ESPEAK" --model service-v1 --server-pid "$b_pid" --text "${UPSTREAM_TEXT:-Thanks for calling.}" \
     --via "$a_base/voice-svc/api/v1/public/compat" --via-key "$a_key" --via-voice b-linda --via-pid "$a_pid" \
-    --pace --sweep "${UPSTREAM_LEVELS:-64}" --rounds "${UPSTREAM_ROUNDS:-3}" --duration "$DURATION" --warmup "$WARMUP" \
+    --pace --sweep "${UPSTREAM_LEVELS:-64}" --rounds "${UPSTREAM_ROUNDS:-5}" --duration "$DURATION" --warmup "$WARMUP" \
     --quiet --out "$OUT/upstream" | tee "$OUT/upstream/table.txt"
   kill -TERM "$a_pid" 2>/dev/null || true
   wait "$a_pid" 2>/dev/null || true
