@@ -190,3 +190,24 @@ func TestCancelSubprocess(t *testing.T) {
 		t.Fatalf("after cancel: %v", err)
 	}
 }
+
+// TestWorkerNice: a worker runs below the process that started it in the
+// scheduler (WorkerNice), so that the gateway never waits for a core
+// behind the renderers.
+func TestWorkerNice(t *testing.T) {
+	c := startChild(t, 0)
+	defer c.Close()
+	p, err := syscall.Getpriority(syscall.PRIO_PROCESS, c.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// getpriority(2) answers 20 - nice.
+	nice, ownNice := 20-p, 20-own
+	if nice != worker.WorkerNice() || nice != min(ownNice+10, 19) {
+		t.Fatalf("worker nice %d, this process %d: want %d (WorkerNice %d)", nice, ownNice, min(ownNice+10, 19), worker.WorkerNice())
+	}
+}
