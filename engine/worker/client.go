@@ -249,13 +249,14 @@ func (c *Client) Close() error {
 const Depth = 3
 
 // workerNiceBelow is how many nice steps below this process the children
-// run. At three times espeak-ng's capacity on 2 cores (5,400 realtime
-// streams, two renderers busy all the time), the refusals of new streams
-// took p50 1.0-1.2 ms and p99 7.9-10 ms with the children 5 below, 0.9 and
-// 7-9.3 ms with 7, and 0.5-0.7 and 5.8-6.8 ms with 10, for 2-4% fewer
-// audio seconds rendered a second: the gateway's work is small and in the
-// path of every listener, the renderers' is bulk with a lag budget.
-const workerNiceBelow = 10
+// run. Measured at three times espeak-ng's capacity on 2 cores (5,400
+// realtime streams, the bench on the same cores): 5 below, refusals of new
+// streams took p50 0.9-1.3 ms and p99 7-8.5 ms; 10 below halved p50 (0.5-0.7
+// ms) and took p99 to 5.7-6.8 ms, but the renderers then lost to the
+// gateway and the bench often enough that the engine carried 4-6% fewer
+// realtime streams (about 1,700 where it carried 1,790). Capacity wins;
+// the refusals are well within their 10 ms either way.
+const workerNiceBelow = 5
 
 // WorkerNice is the nice value workers get: workerNiceBelow below this
 // process's own, at most 19.
