@@ -106,7 +106,11 @@ func BenchmarkSynthTTFB(b *testing.B) {
 
 func benchEngine(name string) (engine.Engine, error) {
 	if name == "espeak" {
-		return espeak.New()
+		e, err := espeak.New()
+		if err == nil {
+			e.SetEagerFirstChunk(true) // in-process, as serve runs it with --engine-workers 0
+		}
+		return e, err
 	}
 	return newRef(0), nil
 }

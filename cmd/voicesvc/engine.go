@@ -38,6 +38,10 @@ func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), err
 		if err := local.Reproducible(); err != nil {
 			logger.Warn("espeak-ng audio may depend on earlier requests", "reason", err)
 		}
+		// In this process, emit is the listener's own path: the first
+		// buffer goes out at once. Worker children keep the default
+		// (SetEagerFirstChunk says why).
+		local.SetEagerFirstChunk(cfg.Workers == 0)
 		// Every consumer in the server (synth.Run, the realtime sessions, the
 		// clone preview) encodes or copies a chunk's samples in its emit.
 		opts := engine.PoolOptions{Engine: local, Workers: 1, QueueDepth: cfg.QueueDepth, RecycleSamples: true,
