@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 
 	"voicesvc/cloning"
@@ -29,6 +30,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	logger.Debug("scheduler", "gomaxprocs", applyServeProcs(os.Getenv("GOMAXPROCS")))
 	if err := serve(ctx, cfg, logger, stderr); err != nil {
 		logger.Error("voicesvc stopped", "err", err)
 		return 1
