@@ -30,7 +30,8 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	logger := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	logger.Debug("scheduler", "gomaxprocs", applyServeProcs(os.Getenv("GOMAXPROCS")))
+	procs := applyServeProcs(os.Getenv("GOMAXPROCS"))
+	logger.Debug("scheduler", "gomaxprocs", procs)
 	if err := serve(ctx, cfg, logger, stderr); err != nil {
 		logger.Error("voicesvc stopped", "err", err)
 		return 1

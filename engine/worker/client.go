@@ -101,7 +101,7 @@ func Start(cmd *exec.Cmd) (*Client, error) {
 	// output, writing every chunk to its listener, answering refusals and
 	// dispatching their next sentences) must not wait for a core behind
 	// them. Failure leaves it equal: slower, not wrong.
-	unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, WorkerNice())
+	unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, workerNice())
 	c := &Client{
 		cmd: cmd, stdin: stdin, stdout: stdout, w: bufio.NewWriterSize(rawOrFile(stdin), 16<<10),
 		pending: map[uint64]*call{}, exited: make(chan struct{}),
@@ -258,9 +258,10 @@ const Depth = 3
 // the refusals are well within their 10 ms either way.
 const workerNiceBelow = 5
 
-// WorkerNice is the nice value workers get: workerNiceBelow below this
-// process's own, at most 19.
-func WorkerNice() int {
+// workerNice is the nice value workers get: workerNiceBelow below this
+// process's own (the starting thread's: Linux keeps nice per thread, and
+// they are all the process's unless someone changed one), at most 19.
+func workerNice() int {
 	own := 0
 	// getpriority(2) answers 20 - nice on Linux.
 	if p, err := unix.Getpriority(unix.PRIO_PROCESS, 0); err == nil {

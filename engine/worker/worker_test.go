@@ -192,7 +192,7 @@ func TestCancelSubprocess(t *testing.T) {
 	}
 }
 
-// TestWorkerNice: a worker runs WorkerNice, five steps below the process
+// TestWorkerNice: a worker runs five nice steps below the process
 // that started it in the scheduler, whatever that process's own nice is,
 // so that the gateway never waits for a core behind the renderers. The
 // start runs on a thread of its own made three steps nicer (Linux keeps
