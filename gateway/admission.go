@@ -42,7 +42,7 @@ type synthState struct {
 	// by a limit or billing leaves the token valid (docs/api.md#access-tokens). An error
 	// (401 token_invalid when another use won) refuses the request: its
 	// charge is refunded and its slot freed. Set by tokens.go.
-	consumeToken func(ctx context.Context, p *Principal) error
+	consumeToken func(ctx context.Context, p *control.Principal) error
 
 	active   prometheus.Gauge
 	outcomes *prometheus.CounterVec
@@ -96,7 +96,7 @@ var (
 // admitRequest counts one request against p's workspace and stamps the
 // RateLimit-Policy and RateLimit headers of docs/api.md#limits, on refusals too.
 // Plans without a request rate get no rps items and no limiter call.
-func (s *Server) admitRequest(ctx *fasthttp.RequestCtx, p *Principal) error {
+func (s *Server) admitRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
 	l := &p.Limits
 	var buf [96]byte
 	if b := appendPolicy(buf[:0], l); len(b) > 0 {
@@ -171,7 +171,7 @@ type Admission struct {
 // plan's streaming feature when billing is enforced. Transport neutral: the
 // caller sends the values of the Admission (HTTP: setAdmissionHeaders) and
 // must call Done exactly once it is finished, whatever happened.
-func (s *Server) admit(p *Principal, chars int64, streaming bool) (*Admission, error) {
+func (s *Server) admit(p *control.Principal, chars int64, streaming bool) (*Admission, error) {
 	l := &p.Limits
 	if streaming && !l.Streaming && l.Billing == control.BillingEnforce {
 		err := &control.Error{Code: control.EFeatureDisabled, Feature: "streaming",
@@ -203,7 +203,7 @@ func (s *Server) admit(p *Principal, chars int64, streaming bool) (*Admission, e
 
 // workspaceOf is the workspace as the meter needs it: p's limits, resolved
 // already, as overrides.
-func workspaceOf(p *Principal) *control.Workspace {
+func workspaceOf(p *control.Principal) *control.Workspace {
 	l := p.Limits
 	return &control.Workspace{ID: p.WorkspaceID, Plan: p.Plan, Billing: l.Billing, Allowance: &l.MonthlyChars}
 }

@@ -9,81 +9,6 @@ import (
 	"voicesvc/control"
 )
 
-// Principal is who a request acts for: a workspace, through one of its API
-// keys or through an access token that key created. Handlers read it; they
-// never see the secret.
-type Principal struct {
-	WorkspaceID string
-	KeyID       string // the key used, or the key that created Token
-	Scopes      Scopes
-	ExpiresAt   int64 // of the key; 0 = never
-	Legacy      bool
-	Plan        string
-	// Limits are the workspace's effective plan limits and billing mode
-	// (overrides and the server's default applied) as of the last change.
-	Limits control.Limits
-	// Token is set when the request authenticated with an access token
-	// (`Authorization: Bearer vst_...`): its grant is tts only and
-	// Token.VoiceIDs, when not empty, restricts the voices it may use.
-	Token *control.AccessToken
-	// Session is set when the request authenticated with the dashboard's
-	// session cookie (session.go); KeyID is then "dashboard:" + its id.
-	Session bool
-}
-
-// Scopes is a set of scopes as a bit mask, so that a scope check on the hot
-// path is one AND and a Principal carries no slice.
-type Scopes uint8
-
-const (
-	scopeVoicesRead Scopes = 1 << iota
-	scopeVoicesWrite
-	scopeClone
-	scopeTTS
-)
-
-// scopeBit maps a scope name to its bit; unknown names are 0 (no grant).
-func scopeBit(name string) Scopes {
-	switch name {
-	case control.ScopeVoicesRead:
-		return scopeVoicesRead
-	case control.ScopeVoicesWrite:
-		return scopeVoicesWrite
-	case control.ScopeClone:
-		return scopeClone
-	case control.ScopeTTS:
-		return scopeTTS
-	}
-	return 0
-}
-
-// ScopesOf converts a key's scope list.
-func ScopesOf(names []string) Scopes {
-	var s Scopes
-	for _, n := range names {
-		s |= scopeBit(n)
-	}
-	return s
-}
-
-// Has reports whether the set grants scope (a control.Scope* name).
-func (s Scopes) Has(scope string) bool {
-	b := scopeBit(scope)
-	return b != 0 && s&b == b
-}
-
-// Has reports whether the principal may use scope. Legacy keys have all
-// four scopes (docs/api.md#api-keys); tokens grant tts only (docs/api.md#access-tokens).
-func (p *Principal) Has(scope string) bool {
-	if p.Token != nil {
-		return scope == control.ScopeTTS
-	}
-	if scope == scopeAnyKey {
-		return true
-	}
-	return p.Legacy || p.Scopes.Has(scope)
-}
-
 var (
 	hdrAPIKey        = []byte("X-API-Key")
 	hdrAuthorization = []byte("Authorization")
@@ -102,11 +27,11 @@ var (
 // key nor a token is sent, and never on the routes that take bearer keys
 // (compat); the WebSocket authenticates on its own (wsAuthenticate) and
 // does not read it.
-func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*Principal, error) {
+func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*control.Principal, error) {
 	if rt.scope == "" {
-		return &Principal{}, nil
+		return &control.Principal{}, nil
 	}
-	var p *Principal
+	var p *control.Principal
 	var err error
 	if key := ctx.Request.Header.PeekBytes(hdrAPIKey); len(key) > 0 {
 		p, err = s.authKey(key)
@@ -150,7 +75,7 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 
 // authKey resolves an API key: format check, SHA-256, then the key cache,
 // which goes to the store only on a miss.
-func (s *Server) authKey(key []byte) (*Principal, error) {
+func (s *Server) authKey(key []byte) (*control.Principal, error) {
 	if !control.ValidAPIKeyFormat(b2s(key)) {
 		return nil, errUnauthorized
 	}

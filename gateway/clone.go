@@ -11,7 +11,7 @@ import (
 
 // POST /voices/{id}/enroll: a draft or failed voice of the workspace moves
 // to processing with a pending clone job; 202. Enrolling is free.
-func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
 		s.writeError(ctx, errNotFound)
@@ -44,7 +44,7 @@ func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *Principal) {
 }
 
 // POST /voices/clone: create a voice and enroll it in one step; 202.
-func (s *Server) clone(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) clone(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	f, err := s.receiveUpload(ctx)
 	var clip *control.Clip
 	if err == nil {

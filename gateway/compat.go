@@ -78,7 +78,7 @@ type compatRequest struct {
 }
 
 // POST /compat/audio/speech
-func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	in, param, err := parseCompat(ctx.Request.Body())
 	if err != nil {
 		s.compatFail(ctx, param, err)
@@ -243,7 +243,7 @@ func jsonString(v json.RawMessage) (s string, present, ok bool) {
 
 // compatVoiceID resolves a voice id or alias to the id of a voice p may
 // use; anything else is 404.
-func (s *Server) compatVoiceID(name string, p *Principal) (string, error) {
+func (s *Server) compatVoiceID(name string, p *control.Principal) (string, error) {
 	if control.ValidID(name) {
 		return name, nil // prepareSynth checks it
 	}

@@ -43,7 +43,7 @@ func (s *Server) compatListRoutes(g *router.Group) {
 }
 
 // GET /compat/models
-func (s *Server) compatModels(ctx *fasthttp.RequestCtx, _ *Principal) {
+func (s *Server) compatModels(ctx *fasthttp.RequestCtx, _ *control.Principal) {
 	b := append([]byte(nil), `{"object":"list","data":[{"id":"`+compatModel+`","object":"model","created":`...)
 	b = strconv.AppendInt(b, compatModelCreated, 10)
 	b = append(b, `,"owned_by":"voicesvc"}]}`...)
@@ -53,7 +53,7 @@ func (s *Server) compatModels(ctx *fasthttp.RequestCtx, _ *Principal) {
 // GET /compat/audio/voices: every ready voice the workspace may speak with,
 // its own and the public ones, named as the speech endpoint's voice field
 // takes them (the alias where there is one).
-func (s *Server) compatVoices(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) compatVoices(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	b := append([]byte(nil), `{"voices":[`...)

@@ -57,7 +57,7 @@ var (
 // idempotent wraps h with Idempotency-Key handling. Requests without the
 // header go straight to h.
 func (s *Server) idempotent(h handlerFunc) handlerFunc {
-	return func(ctx *fasthttp.RequestCtx, p *Principal) {
+	return func(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		raw := ctx.Request.Header.PeekBytes(hdrIdempotencyKey)
 		if len(raw) == 0 {
 			h(ctx, p)
@@ -89,7 +89,7 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 }
 
 // runIdempotent runs h for a claimed key and stores or frees the key.
-func (s *Server) runIdempotent(ctx *fasthttp.RequestCtx, p *Principal, key string, h handlerFunc) {
+func (s *Server) runIdempotent(ctx *fasthttp.RequestCtx, p *control.Principal, key string, h handlerFunc) {
 	ws := p.WorkspaceID // p must not be used after h returns
 	done := false
 	defer func() {

@@ -8,7 +8,7 @@ import (
 
 // GET /jobs/{id}: a clone job of the key's workspace; the data is the job
 // itself (docs/api.md#get-a-job). Another workspace's job is 404 like an unknown one.
-func (s *Server) getJob(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) getJob(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
 		s.writeError(ctx, errNotFound)

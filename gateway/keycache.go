@@ -82,7 +82,7 @@ const (
 // lookup returns the principal of the key with this hash; nil when there is
 // no such key (or its workspace is gone); errUnauthorized when revoked and
 // errKeyExpired when expired.
-func (c *keyCache) lookup(store control.Store, hash *[32]byte, billing string) (*Principal, error) {
+func (c *keyCache) lookup(store control.Store, hash *[32]byte, billing string) (*control.Principal, error) {
 	now := time.Now().UnixMilli()
 	live := c.live.Load()
 	if live {
@@ -154,7 +154,7 @@ func encodeKey(k *control.APIKey, ws *control.Workspace, billing string, now int
 		flags |= flagStreaming
 	}
 	rec[offFlags] = flags
-	rec[offScopes] = byte(ScopesOf(k.Scopes))
+	rec[offScopes] = byte(control.ScopesOf(k.Scopes))
 	le.PutUint64(rec[offExpires:], uint64(k.ExpiresAt))
 	le.PutUint32(rec[offConc:], uint32(int32(l.Concurrency)))
 	le.PutUint32(rec[offRPS:], uint32(int32(l.RPS)))
@@ -176,7 +176,7 @@ var errCorrupt = errors.New("gateway: corrupt key cache record")
 // decode turns a record into a principal. ok is false when the record is
 // too old to trust (or unreadable), meaning: ask the store. rec must be a
 // private copy: the principal's strings point into it.
-func (c *keyCache) decode(rec []byte, hash *[32]byte, now int64) (p *Principal, ok bool, err error) {
+func (c *keyCache) decode(rec []byte, hash *[32]byte, now int64) (p *control.Principal, ok bool, err error) {
 	if len(rec) < offFlags {
 		return nil, false, errCorrupt
 	}
@@ -219,11 +219,11 @@ func (c *keyCache) decode(rec []byte, hash *[32]byte, now int64) (p *Principal, 
 		strs[n] = all[i : i+l]
 		i += l
 	}
-	p = &Principal{
+	p = &control.Principal{
 		KeyID:       strs[0],
 		WorkspaceID: strs[1],
 		Plan:        strs[2],
-		Scopes:      Scopes(rec[offScopes]),
+		Scopes:      control.Scopes(rec[offScopes]),
 		ExpiresAt:   expires,
 		Legacy:      flags&flagLegacy != 0,
 		Limits: control.Limits{

@@ -33,9 +33,9 @@ func (s *Server) sessionRoutes(api *router.Group) {
 		{"POST", "/keys", s.createKey},
 		{"DELETE", "/keys/{id}", s.revokeKey},
 	} {
-		s.handleSessionOnly(api, r.method, r.path, s.newRoute(r.method+" "+r.path, scopeAnyKey, true), r.h)
+		s.handleSessionOnly(api, r.method, r.path, s.newRoute(r.method+" "+r.path, control.ScopeAnyKey, true), r.h)
 	}
-	s.handle(api, "GET", "/usage", s.newRoute("GET /usage", scopeAnyKey, true), s.usage)
+	s.handle(api, "GET", "/usage", s.newRoute("GET /usage", control.ScopeAnyKey, true), s.usage)
 }
 
 // handleSessionOnly is handle (middleware.go) for a route that takes the
@@ -83,7 +83,7 @@ func newKeyJSON(k *control.APIKey) keyJSON {
 }
 
 // GET /keys: the workspace's keys, newest first, revoked ones included.
-func (s *Server) listKeys(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) listKeys(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	c, cancel := storeCtx()
 	defer cancel()
 	keys, err := s.store.ListAPIKeys(c, p.WorkspaceID)
@@ -105,7 +105,7 @@ type keyBody struct {
 }
 
 // POST /keys: a new key; its secret is in this answer only.
-func (s *Server) createKey(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) createKey(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	k, err := s.newKey(ctx.Request.Body(), p)
 	if err != nil {
 		s.writeError(ctx, err)
@@ -128,7 +128,7 @@ func (s *Server) createKey(ctx *fasthttp.RequestCtx, p *Principal) {
 // newKey validates a POST /keys body: scopes required (at least one known
 // scope), a name of at most 100 characters, expires_in_s null or 60 s to
 // ten years.
-func (s *Server) newKey(body []byte, p *Principal) (*control.APIKey, error) {
+func (s *Server) newKey(body []byte, p *control.Principal) (*control.APIKey, error) {
 	var in keyBody
 	if err := decodeBody(body, s.cfg.MaxJSONBody, &in, nil); err != nil {
 		return nil, err
@@ -163,7 +163,7 @@ func (s *Server) newKey(body []byte, p *Principal) (*control.APIKey, error) {
 
 // DELETE /keys/{id}: revoke a key of the workspace. Every server stops
 // taking it within 2 seconds (the change feed resets their key caches).
-func (s *Server) revokeKey(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) revokeKey(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
 		s.writeError(ctx, errNotFound)
@@ -203,7 +203,7 @@ type dailyJSON struct {
 }
 
 // GET /usage: a session or any key of the workspace.
-func (s *Server) usage(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) usage(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	now := time.Now().UTC()
 	month := control.Month(now)
 	c, cancel := storeCtx()

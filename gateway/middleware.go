@@ -20,7 +20,7 @@ import (
 // route's scope. It must end in exactly one writeData or writeError, and
 // must not keep ctx after it returns. p belongs to this request alone and
 // is never changed by the server, so a stream writer may keep it.
-type handlerFunc func(ctx *fasthttp.RequestCtx, p *Principal)
+type handlerFunc func(ctx *fasthttp.RequestCtx, p *control.Principal)
 
 // creds are the credentials a route takes besides an API key in X-API-Key
 // (docs/api.md#authentication).

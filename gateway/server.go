@@ -8,7 +8,7 @@
 // by the route wrapper (middleware.go), so handlers never repeat them.
 //
 // Adding a route: write `func (s *Server) x(ctx *fasthttp.RequestCtx, p
-// *Principal)` in the resource's file (voices.go is the model), register it
+// *control.Principal)` in the resource's file (voices.go is the model), register it
 // in routes() with its scope (docs/api.md#scopes), and in
 // the handler:
 //
@@ -243,7 +243,7 @@ type Server struct {
 	// tokenAuth authenticates an `Authorization: Bearer vst_...` access
 	// token on routes that accept tokens; nil until tokens exist, in which
 	// case such requests are refused like a missing key.
-	tokenAuth func(ctx *fasthttp.RequestCtx, token []byte, rt *route) (*Principal, error)
+	tokenAuth func(ctx *fasthttp.RequestCtx, token []byte, rt *route) (*control.Principal, error)
 
 	stopWatch context.CancelFunc
 	watchDone chan struct{}

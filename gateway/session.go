@@ -34,11 +34,7 @@ const SessionCookie = "voicesvc_session"
 
 // dashboardKeyPrefix marks the KeyID of a session principal, and of the
 // access tokens a session mints (tokenKeyState).
-const dashboardKeyPrefix = "dashboard:"
-
-// scopeAnyKey is the route scope that any key or session of the workspace
-// has (GET /usage); access tokens do not.
-const scopeAnyKey = "*"
+const dashboardKeyPrefix = control.DashboardKeyPrefix
 
 var (
 	errSessionOnly = control.Errorf(control.EInsufficientScope,
@@ -48,16 +44,10 @@ var (
 	hdrOrigin = []byte("Origin")
 )
 
-// FromDashboard reports whether p acts through the dashboard: its session
-// cookie, or an access token the session minted. Such a principal has no API
-// key behind it (KeyID is "dashboard:" + the session id), so code that
-// watches the creating key for revocation must not look one up for it.
-func (p *Principal) FromDashboard() bool { return strings.HasPrefix(p.KeyID, dashboardKeyPrefix) }
-
 // sessionOnly authenticates a route that takes the session cookie alone. A
 // key or token sent instead is refused with 403, not 401: it may be valid,
 // it just cannot do this.
-func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*Principal, error) {
+func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
 	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || len(bearer(ctx)) > 0 {
 		return nil, errSessionOnly
 	}
@@ -66,7 +56,7 @@ func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*Principal, error) {
 
 // sessionPrincipal resolves the session cookie to a principal with the
 // scopes of a legacy key. Missing, malformed, unknown or expired: plain 401.
-func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*Principal, error) {
+func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
 	if isCompatPath(ctx) {
 		// authenticate does not offer the cookie on compat routes (they
 		// take bearer keys); this keeps it so for any added later.
@@ -88,7 +78,7 @@ func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*Principal, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{WorkspaceID: ws.ID, KeyID: dashboardKeyPrefix + sess.ID, Legacy: true, Plan: ws.Plan,
+	return &control.Principal{WorkspaceID: ws.ID, KeyID: dashboardKeyPrefix + sess.ID, Legacy: true, Plan: ws.Plan,
 		ExpiresAt: sess.ExpiresAt, Limits: ws.Limits(s.billing), Session: true}, nil
 }
 

@@ -57,7 +57,7 @@ type synthJob struct {
 }
 
 // POST /voices/{id}/speak
-func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) speak(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	o, err := synth.ParseSpeak(ctx.Request.Body())
 	if err != nil {
 		s.writeError(ctx, err)
@@ -81,7 +81,7 @@ func (s *Server) speak(ctx *fasthttp.RequestCtx, p *Principal) {
 // admitJob admits a prepared synthesis (docs/api.md#limits: slot, charge, token)
 // and sets the admission headers. On refusal it frees the pipeline, answers
 // the error and returns nil.
-func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *Principal, job *synthJob, streaming bool) *Admission {
+func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *control.Principal, job *synthJob, streaming bool) *Admission {
 	job.start = reqStart(ctx)
 	var admitStart time.Time
 	if s.tracer != nil {
@@ -184,7 +184,7 @@ func setAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 // prepareSynth finds the voice p may use, builds the engine request and the
 // pipeline. 404 not_found, 403 voice_not_allowed (token), 400
 // voice_not_ready / invalid_language, 503 without an engine.
-func (s *Server) prepareSynth(id string, p *Principal, o synth.Options) (*synthJob, error) {
+func (s *Server) prepareSynth(id string, p *control.Principal, o synth.Options) (*synthJob, error) {
 	lookup := s.traceClock()
 	v, err := s.usableVoice(id, p)
 	if err != nil {

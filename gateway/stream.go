@@ -31,7 +31,7 @@ var (
 // status is chosen at the first audio: a synthesis that fails before it
 // answers a JSON error with a status; after it, an error event ends the
 // stream. The start event goes out together with the first chunk.
-func (s *Server) stream(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) stream(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	o, err := synth.ParseStream(ctx.Request.Body())
 	if err != nil {
 		s.writeError(ctx, err)

@@ -168,7 +168,7 @@ func BenchmarkStreamRelease(b *testing.B) {
 // closes it and returns how long the engine and the slot took to let go.
 func closeAndRelease(t testing.TB, ss *synthServer, g *gatedEngine) time.Duration {
 	t.Helper()
-	p := &Principal{WorkspaceID: ss.ws.ID, Limits: control.Limits{Concurrency: 1, Billing: control.BillingOff}}
+	p := &control.Principal{WorkspaceID: ss.ws.ID, Limits: control.Limits{Concurrency: 1, Billing: control.BillingOff}}
 	o, _ := synth.ParseStream([]byte(`{"text":"a long enough text to run for seconds"}`))
 	job, err := ss.srv.prepareSynth(ss.voice, p, o)
 	if err != nil {

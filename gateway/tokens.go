@@ -86,7 +86,7 @@ func (d *tokenData) appendJSON(b []byte) []byte {
 // POST /tokens: mint an access token for the caller's workspace. Only API
 // keys and dashboard sessions reach this handler (authenticate refuses
 // tokens on this route).
-func (s *Server) createToken(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) createToken(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	t, d, err := s.newToken(ctx.Request.Body(), p)
 	if err == nil {
 		c, cancel := storeCtx()
@@ -104,7 +104,7 @@ func (s *Server) createToken(ctx *fasthttp.RequestCtx, p *Principal) {
 // newToken validates the body and builds the token row and the response.
 // The lifetime is capped by the creating key's expiry: ttl_seconds reports
 // the effective lifetime.
-func (s *Server) newToken(body []byte, p *Principal) (*control.AccessToken, *tokenData, error) {
+func (s *Server) newToken(body []byte, p *control.Principal) (*control.AccessToken, *tokenData, error) {
 	var in tokenBody
 	if err := decodeBody(body, s.cfg.MaxJSONBody, &in, tokenFieldCodes); err != nil {
 		return nil, nil, err
@@ -136,7 +136,7 @@ func (s *Server) newToken(body []byte, p *Principal) (*control.AccessToken, *tok
 // tokenVoices checks voice_ids: each must be a voice the workspace can use
 // (its own or a public one), else 400 invalid_voice_id naming it. Omitted,
 // null or empty: any voice. Duplicates are kept once.
-func (s *Server) tokenVoices(ids *[]string, p *Principal) ([]string, error) {
+func (s *Server) tokenVoices(ids *[]string, p *control.Principal) ([]string, error) {
 	if ids == nil || len(*ids) == 0 {
 		return nil, nil
 	}
@@ -162,7 +162,7 @@ func (s *Server) tokenVoices(ids *[]string, p *Principal) ([]string, error) {
 // tokenPrincipal authenticates an access token (Server.tokenAuth): the
 // principal of its workspace, with the token attached (tts only, its
 // voice_ids). It does not consume the token.
-func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*Principal, error) {
+func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*control.Principal, error) {
 	if !control.ValidAccessTokenFormat(b2s(cred)) {
 		return nil, errTokenInvalid
 	}
@@ -190,7 +190,7 @@ func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (
 // key is read fresh by id (tokens are single use, so this is one read per
 // token), and its principal comes from the key cache, which a revocation or
 // plan change resets through the change feed.
-func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now int64) (*Principal, error) {
+func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now int64) (*control.Principal, error) {
 	if strings.HasPrefix(t.KeyID, dashboardKeyPrefix) {
 		return s.dashboardTokenState(c, t)
 	}
@@ -213,7 +213,7 @@ func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now in
 		}
 		return nil, err
 	}
-	return &Principal{WorkspaceID: kp.WorkspaceID, KeyID: kp.KeyID, Plan: kp.Plan,
+	return &control.Principal{WorkspaceID: kp.WorkspaceID, KeyID: kp.KeyID, Plan: kp.Plan,
 		ExpiresAt: kp.ExpiresAt, Limits: kp.Limits}, nil
 }
 
@@ -223,7 +223,7 @@ func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now in
 // minute, each good for one socket. ExpiresAt, the expiry of the key
 // behind a principal, is 0: there is no key, and a socket opened with the
 // token lives on after the token's minute, as with any token.
-func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) (*Principal, error) {
+func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) (*control.Principal, error) {
 	ws, err := s.store.GetWorkspace(c, t.WorkspaceID)
 	if control.IsCode(err, control.ENotFound) {
 		return nil, errTokenInvalid
@@ -231,7 +231,7 @@ func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) 
 	if err != nil {
 		return nil, err
 	}
-	return &Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
+	return &control.Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
 }
 
 // consumeToken marks p's access token used. It is THE moment a token is
@@ -239,7 +239,7 @@ func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) 
 // answer its error (401 token_invalid: another use won, or it expired
 // meanwhile) instead of running the request. A principal without a token
 // is a no-op.
-func (s *Server) consumeToken(ctx context.Context, p *Principal) error {
+func (s *Server) consumeToken(ctx context.Context, p *control.Principal) error {
 	if p == nil || p.Token == nil {
 		return nil
 	}

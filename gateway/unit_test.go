@@ -53,7 +53,7 @@ func TestKeyRecordRoundTrip(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("decode: %v %v", ok, err)
 	}
-	want := Principal{WorkspaceID: ws.ID, KeyID: k.ID, Scopes: scopeTTS | scopeClone, ExpiresAt: 5000, Plan: "starter",
+	want := control.Principal{WorkspaceID: ws.ID, KeyID: k.ID, Scopes: control.ScopeBitTTS | control.ScopeBitClone, ExpiresAt: 5000, Plan: "starter",
 		Limits: control.Limits{Concurrency: 3, RPS: 0, Sessions: 4, MonthlyChars: 100_000, Streaming: true, Billing: "meter"}}
 	if *p != want {
 		t.Errorf("principal %+v\nwant      %+v", *p, want)

@@ -29,7 +29,7 @@ func pathID(ctx *fasthttp.RequestCtx) string {
 }
 
 // GET /voices/{id}: the workspace's own voice or a public one.
-func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	v, err := s.usableVoice(pathID(ctx), p)
 	if err != nil {
 		s.writeError(ctx, err)
@@ -42,7 +42,7 @@ func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 // (malformed id, unknown, another workspace's) is the same 404, so that ids
 // of other workspaces cannot be probed. The voice is shared with the cache:
 // read-only.
-func (s *Server) usableVoice(id string, p *Principal) (*control.Voice, error) {
+func (s *Server) usableVoice(id string, p *control.Principal) (*control.Voice, error) {
 	if !control.ValidID(id) {
 		return nil, errNotFound
 	}
@@ -60,7 +60,7 @@ func (s *Server) usableVoice(id string, p *Principal) (*control.Voice, error) {
 }
 
 // GET /voices: the workspace's voices, then ready public catalog voices.
-func (s *Server) listVoices(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) listVoices(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	f, err := parseVoiceFilter(ctx.QueryArgs())
 	if err != nil {
 		s.writeError(ctx, err)
@@ -123,7 +123,7 @@ func parseVoiceFilter(args *fasthttp.Args) (control.VoiceFilter, error) {
 }
 
 // POST /voices: a draft voice, or with base_voice_id a ready remix.
-func (s *Server) createVoice(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) createVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	in, err := parseVoiceCreate(ctx.Request.Body(), s.cfg.MaxJSONBody)
 	if err != nil {
 		s.writeError(ctx, err)
@@ -146,7 +146,7 @@ func (s *Server) createVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 // newVoice builds the voice a validated create request describes. A remix
 // takes the base voice's engine profile, and its language and settings
 // unless the request gives its own.
-func (s *Server) newVoice(in *voiceInput, p *Principal) (*control.Voice, error) {
+func (s *Server) newVoice(in *voiceInput, p *control.Principal) (*control.Voice, error) {
 	now := control.NowMS()
 	v := &control.Voice{
 		ID: control.NewID(), OrgID: p.WorkspaceID, Name: *in.name,
@@ -200,7 +200,7 @@ func (s *Server) applyInput(v *control.Voice, in *voiceInput) error {
 }
 
 // PATCH /voices/{id}: public and other workspaces' voices are 404.
-func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
 		s.writeError(ctx, errNotFound)
@@ -229,7 +229,7 @@ func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *Principal) {
 
 // DELETE /voices/{id}: the store also cancels the voice's pending job, and
 // the voice's preview files go at once (media.go).
-func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *Principal) {
+func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	id := pathID(ctx)
 	if !control.ValidID(id) {
 		s.writeError(ctx, errNotFound)

@@ -405,8 +405,8 @@ func errText(err error) string {
 // access_token; the deprecated api_key query parameter, whose responses
 // carry a Deprecation header. The first form present decides: a bad one is
 // 401 (token_invalid for tokens), never a fall-through to the next.
-func (s *Server) wsAuthenticate(ctx *fasthttp.RequestCtx) (*Principal, error) {
-	var p *Principal
+func (s *Server) wsAuthenticate(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
+	var p *control.Principal
 	var err error
 	q := ctx.QueryArgs()
 	switch {
@@ -506,7 +506,7 @@ func (s *Server) engineReady() error {
 // checkBalance refuses a handshake with 402 when billing is enforced and
 // nothing is left, with the body a 1-character request would get. It only
 // reads the balance (the handshake itself is free: admit charges nothing).
-func (s *Server) checkBalance(p *Principal) error {
+func (s *Server) checkBalance(p *control.Principal) error {
 	if p.Limits.Billing != control.BillingEnforce {
 		return nil
 	}
@@ -518,7 +518,7 @@ func (s *Server) checkBalance(p *Principal) error {
 
 // sessionVoice resolves a task_start voice_id for p: the voice must be
 // usable by the workspace, ready, and allowed by p's token.
-func (s *Server) sessionVoice(p *Principal) func(context.Context, string) (*control.Voice, error) {
+func (s *Server) sessionVoice(p *control.Principal) func(context.Context, string) (*control.Voice, error) {
 	return func(_ context.Context, id string) (*control.Voice, error) {
 		v, err := s.usableVoice(id, p)
 		if err != nil {
