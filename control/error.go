@@ -85,6 +85,10 @@ type Error struct {
 	// RetryAfter, in whole seconds, for 429 and 503.
 	RetryAfter int
 
+	// Param names the request field at fault, as the protocol spells it
+	// (the compatible endpoint's error "param"); "" when none.
+	Param string
+
 	// Flat-body details for billing and plan denials.
 	Feature string
 	Unit    string

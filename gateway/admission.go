@@ -1,57 +1,34 @@
 package gateway
 
 import (
-	"context"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
-// Admission: the limits and billing every request and every synthesis pass
-// (docs/api.md#limits, #plans). Two steps, in this order:
-//
-//  1. admitRequest, in the route wrapper for every authenticated API request
-//     (speak, stream, compat, WebSocket handshakes, job polling, tokens...):
-//     the workspace's requests-per-second budget, and the RateLimit-Policy
-//     and RateLimit headers. 429 rate_limited with Retry-After.
-//  2. admit, in every synthesis transport after its own validation (body,
-//     voice, language: a request refused for those takes neither a slot nor
-//     a charge): the streaming feature (streaming transports, billing
-//     enforced: 403 flat feature_disabled), one concurrency slot (429
-//     concurrency_limited with Retry-After), then the charge for the text's
-//     characters (402 flat quota_exhausted / insufficient_credits). A refusal
-//     at any step undoes the steps before it: a refused request holds no
-//     slot and is never billed.
-//
-// The transport then synthesizes and calls Admission.Done with the samples
-// it produced: no audio refunds the charge; Done always frees the slot. The
-// slot is held until the audio is out or the client is gone (speak: the
-// body is built or streamed; SSE: the last event is handed to the response;
-// WebSocket: from the handshake until the socket closes).
+// Admission is the core's (synth/admit.go): this file only writes its
+// answers as headers. The route wrapper calls admitRequest for every
+// authenticated API request (the rps budget, RateLimit-Policy and
+// RateLimit headers); each synthesis protocol calls the core's Admit after
+// its own decoding and answers the Admission's values with
+// setAdmissionHeaders.
 
 // synthState is the server's synthesis machinery (Server.synth).
 type synthState struct {
-	meter control.Meter
-	// consumeToken, when set, marks the access token of p used. admit calls
-	// it last, once the request is certain to run, so that a request refused
-	// by a limit or billing leaves the token valid (docs/api.md#access-tokens). An error
-	// (401 token_invalid when another use won) refuses the request: its
-	// charge is refunded and its slot freed. Set by tokens.go.
-	consumeToken func(ctx context.Context, p *control.Principal) error
-
+	meter    control.Meter
 	active   prometheus.Gauge
 	outcomes *prometheus.CounterVec
 	m        *synthMetrics // synthmetrics.go
 }
 
-// initSynthesis fills the synthesis defaults: an in-process limiter when
-// none is given (one server on SQLite) and the store's meter at the
-// server's billing mode.
+// initSynthesis builds the core: an in-process limiter when none is given
+// (one server on SQLite) and the store's meter at the server's billing
+// mode, both counted for /metrics.
 func (s *Server) initSynthesis(deps Deps) error {
 	s.synth.active = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "voicesvc_synth_active",
@@ -66,15 +43,22 @@ func (s *Server) initSynthesis(deps Deps) error {
 	// The store, the limiter and the meter are timed and counted where the
 	// server holds them (synthmetrics.go, storemetrics.go).
 	s.store = newTimedStore(s.store, m.store)
-	if s.limiter == nil {
-		s.limiter = control.NewMemoryLimiter()
+	limiter := deps.Limiter
+	if limiter == nil {
+		limiter = control.NewMemoryLimiter()
 	}
-	s.limiter = countingLimiter{Limiter: s.limiter, m: m}
-	s.synth.meter = deps.Meter
-	if s.synth.meter == nil {
-		s.synth.meter = control.NewMeter(s.store, deps.Billing)
+	meter := deps.Meter
+	if meter == nil {
+		meter = control.NewMeter(s.store, deps.Billing)
 	}
-	s.synth.meter = countingMeter{Meter: s.synth.meter, m: m}
+	s.synth.meter = countingMeter{Meter: meter, m: m}
+	s.core = synth.NewService(synth.Deps{
+		Store: s.store, Voices: synth.NewVoiceCache(s.cfg.VoiceCacheTTL),
+		Engines: s.engines, Engine: s.engine,
+		Limiter: countingLimiter{Limiter: limiter, m: m}, Meter: s.synth.meter,
+		Hooks:  synth.Hooks{Refused: m.refused, Active: s.synth.active},
+		Logger: s.log, StoreTimeout: limitTimeout,
+	})
 	for _, c := range append([]prometheus.Collector{s.synth.active, s.synth.outcomes}, m.collectors()...) {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return err
@@ -83,8 +67,8 @@ func (s *Server) initSynthesis(deps Deps) error {
 	return registerEngineMetrics(s.metrics.reg, s.engines)
 }
 
-// limitTimeout bounds one limiter or meter call (a store round trip with
-// Postgres).
+// limitTimeout bounds one limiter, meter or store call of the core (a
+// store round trip with Postgres).
 const limitTimeout = 5 * time.Second
 
 var (
@@ -93,26 +77,17 @@ var (
 	hdrBillingRemain   = []byte("X-Billing-Remaining")
 )
 
-// admitRequest counts one request against p's workspace and stamps the
-// RateLimit-Policy and RateLimit headers of docs/api.md#limits, on refusals too.
-// Plans without a request rate get no rps items and no limiter call.
+// admitRequest counts one request against p's workspace (the core's
+// AllowRequest) and stamps the RateLimit-Policy and RateLimit headers of
+// docs/api.md#limits, on refusals too.
 func (s *Server) admitRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
-	l := &p.Limits
 	var buf [96]byte
-	if b := appendPolicy(buf[:0], l); len(b) > 0 {
+	if b := appendPolicy(buf[:0], &p.Limits); len(b) > 0 {
 		ctx.Response.Header.SetCanonical(hdrRateLimitPolicy, b)
 	}
-	if l.RPS <= 0 {
-		return nil
-	}
-	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
-	d, err := s.limiter.AllowRequest(c, p.WorkspaceID, l.RPS)
-	cancel()
+	d, err := s.core.AllowRequest(ctx, p)
 	if d.Limit > 0 {
 		ctx.Response.Header.SetCanonical(hdrRateLimit, appendRPSItem(buf[:0], d))
-	}
-	if err == nil && !d.Allowed {
-		err = control.RateLimited(d) // a limiter that refused without an error
 	}
 	return err
 }
@@ -149,88 +124,10 @@ func appendRPSItem(b []byte, d control.RateDecision) []byte {
 	return strconv.AppendInt(b, t, 10)
 }
 
-// Admission is one synthesis let through: a concurrency slot and the charge
-// for its characters, held until Done.
-type Admission struct {
-	// Free is the concurrency slots left after this one: the RateLimit
-	// `"concurrency";r=` value.
-	Free int
-	// Remaining is the billing balance after the charge, for
-	// X-Billing-Remaining; -1 when billing is off (no header).
-	Remaining int64
-
-	lease  control.Lease
-	charge control.Charge
-	s      *Server
-	done   atomic.Bool
-}
-
-// admit lets one synthesis of chars characters through for p, or refuses it
-// with a *control.Error (nothing held, nothing billed). streaming is true for
-// the streaming transports (SSE, WebSocket, streamed compat), which need the
-// plan's streaming feature when billing is enforced. Transport neutral: the
-// caller sends the values of the Admission (HTTP: setAdmissionHeaders) and
-// must call Done exactly once it is finished, whatever happened.
-func (s *Server) admit(p *control.Principal, chars int64, streaming bool) (*Admission, error) {
-	l := &p.Limits
-	if streaming && !l.Streaming && l.Billing == control.BillingEnforce {
-		err := &control.Error{Code: control.EFeatureDisabled, Feature: "streaming",
-			Message: "the plan does not include streaming"}
-		s.synth.m.refused(p.WorkspaceID, err) // the limiter and the meter count the others
-		return nil, err
-	}
-	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
-	defer cancel()
-	lease, free, err := s.limiter.Acquire(c, p.WorkspaceID, control.SlotStream, l.Concurrency)
-	if err != nil {
-		return nil, err
-	}
-	charge, remaining, err := s.synth.meter.Charge(c, workspaceOf(p), chars)
-	if err != nil {
-		lease.Release()
-		return nil, err
-	}
-	a := &Admission{Free: free, Remaining: remaining, lease: lease, charge: charge, s: s}
-	s.synth.active.Inc()
-	if p.Token != nil && s.synth.consumeToken != nil {
-		if err := s.synth.consumeToken(c, p); err != nil {
-			a.Done(0)
-			return nil, err
-		}
-	}
-	return a, nil
-}
-
-// workspaceOf is the workspace as the meter needs it: p's limits, resolved
-// already, as overrides.
-func workspaceOf(p *control.Principal) *control.Workspace {
-	l := p.Limits
-	return &control.Workspace{ID: p.WorkspaceID, Plan: p.Plan, Billing: l.Billing, Allowance: &l.MonthlyChars}
-}
-
-// Done ends the synthesis: a charge that produced no audio (samples == 0:
-// the engine failed at once, or the client left first) is refunded, and the
-// slot is freed. Only the first call counts; safe from any goroutine.
-func (a *Admission) Done(samples int64) {
-	if a == nil || !a.done.CompareAndSwap(false, true) {
-		return
-	}
-	a.lease.Release()
-	a.s.synth.active.Dec()
-	if samples > 0 {
-		return
-	}
-	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
-	defer cancel()
-	if err := a.s.synth.meter.Refund(c, a.charge); err != nil {
-		a.s.log.Error("refund failed", "workspace", a.charge.WorkspaceID, "err", err)
-	}
-}
-
 // setAdmissionHeaders adds the concurrency item to RateLimit (after the rps
 // item admitRequest set) and X-Billing-Remaining when billing is on. With a
 // nil a and err a concurrency refusal, it reports no free slot.
-func setAdmissionHeaders(ctx *fasthttp.RequestCtx, a *Admission, err error) {
+func setAdmissionHeaders(ctx *fasthttp.RequestCtx, a *synth.Admission, err error) {
 	free := -1
 	switch {
 	case a != nil:

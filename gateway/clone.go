@@ -121,7 +121,7 @@ func (s *Server) startEnrollment(ctx *fasthttp.RequestCtx, v *control.Voice, cre
 	}
 	job := &control.Job{}
 	err = s.store.StartEnrollment(sctx, v, create, job, clip)
-	s.voices.invalidate(v.ID)
+	s.core.Voices().Invalidate(v.ID)
 	if err != nil {
 		s.writeError(ctx, err)
 		return

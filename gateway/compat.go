@@ -2,18 +2,14 @@ package gateway
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/codec"
 	"voicesvc/control"
-	"voicesvc/langtag"
 	"voicesvc/synth"
 )
 
@@ -53,10 +49,6 @@ var (
 	valS16LE        = []byte(codec.S16LE)
 )
 
-// compatParamKey is the ctx user value naming the request field an error
-// is about (the shape's "param"), when the code alone does not say.
-const compatParamKey = "compat_param"
-
 // compatRoutes registers the compat endpoint (called from routes).
 func (s *Server) compatRoutes(g *router.Group) {
 	rt := s.apiRoute("POST "+compatPath, control.ScopeTTS, withBearerKeys)
@@ -70,44 +62,28 @@ func isCompatPath(ctx *fasthttp.RequestCtx) bool {
 	return bytes.HasPrefix(ctx.Path(), compatPrefix)
 }
 
-// compatRequest is a validated compat body.
-type compatRequest struct {
-	voice string // alias or id
-	opts  synth.Options
-	sse   bool // stream_format "sse"
-}
-
 // POST /compat/audio/speech
 func (s *Server) compatSpeech(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	in, param, err := parseCompat(ctx.Request.Body())
-	if err != nil {
-		s.compatFail(ctx, param, err)
-		return
-	}
-	id, err := s.compatVoiceID(in.voice, p)
-	if err != nil {
-		s.compatFail(ctx, "voice", err)
-		return
-	}
-	job, err := s.prepareSynth(id, p, in.opts)
-	if control.IsCode(err, control.ENotFound) {
-		err = control.Errorf(control.ENotFound, "voice %q not found", in.voice)
-	}
+	in, err := synth.ParseOpenAI(ctx.Request.Body())
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	a := s.admitJob(ctx, p, job, false)
-	if a == nil {
+	job, err := s.prepareSynth(ctx, in.Voice, p, in.Options)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if !s.admitJob(ctx, p, job, false) {
 		return
 	}
 	// Without the plan's streaming feature the whole clip comes in one
 	// response (docs/api.md#compatible-speech).
-	if in.sse {
-		s.compatSSE(ctx, job, a, !p.Limits.Streaming)
+	if in.SSE {
+		s.compatSSE(ctx, job, !p.Limits.Streaming)
 		return
 	}
-	s.respondAudio(ctx, job, a, "compat", !p.Limits.Streaming, setCompatAudioHeaders)
+	s.respondAudio(ctx, job, "compat", !p.Limits.Streaming, setCompatAudioHeaders)
 }
 
 // setCompatAudioHeaders: audio/mpeg, audio/ogg, audio/flac, audio/wav, or
@@ -133,166 +109,6 @@ func setCompatAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 	}
 }
 
-// compatFail answers err naming the request field it is about.
-func (s *Server) compatFail(ctx *fasthttp.RequestCtx, param string, err error) {
-	if param != "" {
-		ctx.SetUserValue(compatParamKey, param)
-	}
-	s.writeError(ctx, err)
-}
-
-// parseCompat validates a compat body. Fields are checked in a fixed order
-// (model, input, voice, response_format, speed, stream_format, language) so
-// that one body always answers one error; param names the field at fault.
-func parseCompat(body []byte) (compatRequest, string, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil || m == nil {
-		return compatRequest{}, "", control.Errorf(control.EInvalidJSON, "the body must be a JSON object")
-	}
-	var in compatRequest
-	model, present, ok := jsonString(m["model"])
-	switch {
-	case !ok:
-		return in, "model", control.Errorf(control.EInvalidRequest, "model must be a string")
-	case !present || model == "":
-		return in, "model", control.Errorf(control.EInvalidRequest, "model is required; use \"service-v1\"")
-	}
-	// Any model value routes to the one model there is.
-
-	text, present, ok := jsonString(m["input"])
-	switch {
-	case !ok:
-		return in, "input", control.Errorf(control.EInvalidRequest, "input must be a string")
-	case !present || strings.TrimSpace(text) == "":
-		return in, "input", control.Errorf(control.ETextRequired, "input is required")
-	}
-	if n := control.CountChars(text); n > synth.MaxTextChars {
-		return in, "input", control.Errorf(control.ETextTooLong, "input has %d characters; the limit is %d", n, synth.MaxTextChars)
-	}
-
-	voice, present, ok := jsonString(m["voice"])
-	switch {
-	case !ok:
-		return in, "voice", control.Errorf(control.EInvalidRequest, "voice must be a string: a voice alias or id")
-	case !present || voice == "":
-		return in, "voice", control.Errorf(control.EInvalidRequest, "voice is required: a voice alias or id")
-	}
-
-	o := synth.Options{Text: text, Format: codec.MP3, SampleRate: synth.DefaultSampleRate, NumStep: synth.DefaultNumStep}
-	rf, present, ok := jsonString(m["response_format"])
-	if present || !ok {
-		f, known := compatFormats[rf]
-		if !known {
-			return in, "response_format", control.Errorf(control.EInvalidOutputFormat,
-				"response_format must be one of mp3, opus, flac, wav, pcm")
-		}
-		o.Format = f
-	}
-	if o.Format == codec.MP3 && !codec.MP3Available {
-		return in, "response_format", control.Errorf(control.EUnsupportedFormat,
-			"this deployment has no MP3 encoder; ask for response_format \"opus\", \"flac\", \"wav\" or \"pcm\"")
-	}
-
-	if v := m["speed"]; len(v) > 0 && string(v) != "null" {
-		sp, err := strconv.ParseFloat(string(v), 64)
-		if v[0] == '"' || err != nil || sp < synth.MinSpeed || sp > synth.MaxSpeed {
-			return in, "speed", control.Errorf(control.EInvalidSpeed, "speed must be a number from %g to %g", synth.MinSpeed, synth.MaxSpeed)
-		}
-		o.Speed = &sp
-	}
-
-	switch sf, present, ok := jsonString(m["stream_format"]); {
-	case !ok || present && sf != "audio" && sf != "sse":
-		return in, "stream_format", control.Errorf(control.EInvalidRequest, "stream_format must be \"audio\" or \"sse\"")
-	case sf == "sse":
-		in.sse = true
-	}
-
-	lang, present, ok := jsonString(m["language"])
-	if !ok || present && lang != "" && !wellFormed(lang) {
-		return in, "language", control.Errorf(control.EInvalidLanguage, "language must be a BCP-47 tag such as \"en\" or \"hi\"")
-	}
-	o.Language = lang
-	in.voice, in.opts = voice, o
-	return in, "", nil
-}
-
-// compatFormats maps response_format names to pipeline formats. "opus" is
-// an Ogg Opus file here (what the third-party clients expect), not the
-// WebSocket's bare 20 ms packets; "pcm" is s16le at 24000 Hz.
-var compatFormats = map[string]codec.Format{
-	"mp3": codec.MP3, "opus": codec.OggOpus, "flac": codec.FLAC, "wav": codec.WAV, "pcm": codec.S16LE,
-}
-
-func wellFormed(tag string) bool {
-	_, ok := langtag.Canonical(tag)
-	return ok
-}
-
-// jsonString decodes an optional JSON string: present is false when the
-// value is absent or null, ok false when it is another type.
-func jsonString(v json.RawMessage) (s string, present, ok bool) {
-	if len(v) == 0 || string(v) == "null" {
-		return "", false, true
-	}
-	if v[0] != '"' || json.Unmarshal(v, &s) != nil {
-		return "", true, false
-	}
-	return s, true, true
-}
-
-// compatVoiceID resolves a voice id or alias to the id of a voice p may
-// use; anything else is 404.
-func (s *Server) compatVoiceID(name string, p *control.Principal) (string, error) {
-	if control.ValidID(name) {
-		return name, nil // prepareSynth checks it
-	}
-	v, err := s.voices.getByAlias(s.store, name)
-	if err != nil {
-		if control.IsCode(err, control.ENotFound) {
-			return "", control.Errorf(control.ENotFound, "voice %q not found", name)
-		}
-		return "", err
-	}
-	if !v.Usable(p.WorkspaceID) {
-		return "", control.Errorf(control.ENotFound, "voice %q not found", name)
-	}
-	return v.ID, nil
-}
-
-// getByAlias finds a public voice by alias. The cache keeps alias -> voice
-// under "@alias" (ids are hex, so keys never collide) and trusts it only as
-// far as the id entry, which invalidations reach: the voice is re-read by
-// id, and a voice that lost the alias sends the lookup back to the store.
-func (c *voiceCache) getByAlias(store control.VoiceService, alias string) (*control.Voice, error) {
-	key := "@" + alias
-	now := time.Now().UnixMilli()
-	live := c.live.Load()
-	c.mu.RLock()
-	e, ok := c.m[key]
-	gen := c.gen
-	c.mu.RUnlock()
-	if live && ok && now-e.at < c.ttl {
-		if v, err := c.get(store, e.v.ID); err == nil && v.Alias == alias {
-			return v, nil
-		}
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	v, err := store.GetVoiceByAlias(sctx, alias)
-	cancel()
-	if err != nil {
-		return nil, err
-	}
-	if live {
-		c.mu.Lock()
-		if c.gen == gen && len(c.m) < maxCachedVoices {
-			c.m[key] = voiceEntry{v: v, at: now}
-		}
-		c.mu.Unlock()
-	}
-	return v, nil
-}
-
 // appendCompatError writes {"error": {"message", "type", "param", "code"}}
 // (writeError's body for paths under /compat/). code is ours; a plain 401
 // has none (null), like the envelope's.
@@ -306,7 +122,7 @@ func appendCompatError(b []byte, ctx *fasthttp.RequestCtx, e *control.Error) []b
 	b = append(b, `,"type":`...)
 	b = appendString(b, compatType(statusOf(e.Code)))
 	b = append(b, `,"param":`...)
-	if param := compatParam(ctx, e.Code); param != "" {
+	if param := compatParam(ctx, e); param != "" {
 		b = appendString(b, param)
 	} else {
 		b = append(b, "null"...)
@@ -339,11 +155,11 @@ func compatType(status int) string {
 
 // compatParam: the field the handler named, else the field the code is
 // about (errors from Prepare), else none.
-func compatParam(ctx *fasthttp.RequestCtx, code string) string {
-	if p, ok := ctx.UserValue(compatParamKey).(string); ok {
-		return p
+func compatParam(ctx *fasthttp.RequestCtx, e *control.Error) string {
+	if e.Param != "" {
+		return e.Param
 	}
-	switch code {
+	switch e.Code {
 	case control.ETextRequired, control.ETextTooLong:
 		return "input"
 	case control.EInvalidOutputFormat, control.EUnsupportedFormat:

@@ -44,11 +44,11 @@ var (
 
 // compatSSE answers an admitted compat synthesis as delta events, streamed
 // or (buffered) whole.
-func (s *Server) compatSSE(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, buffered bool) {
-	chars := job.opts.Chars()
-	size, width := s.compatDeltaSize(job.pipe)
+func (s *Server) compatSSE(ctx *fasthttp.RequestCtx, job *synthJob, buffered bool) {
+	chars := job.Options.Chars()
+	size, width := s.compatDeltaSize(job.Pipe)
 	if buffered {
-		s.bufferedAudio(ctx, job, a, "compat", func(ctx *fasthttp.RequestCtx, _ *codec.Pipeline) {
+		s.bufferedAudio(ctx, job, "compat", func(ctx *fasthttp.RequestCtx, _ *codec.Pipeline) {
 			var events bytes.Buffer
 			w := newDeltaWriter(&events, nil, size, width)
 			// Fed in pieces of size: the first write would pass whole.
@@ -64,9 +64,9 @@ func (s *Server) compatSSE(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission
 		})
 		return
 	}
-	st, err := s.startStream(job, a, "compat", func(rctx context.Context, st *audioStream) (synth.Result, error) {
+	st, err := s.startStream(job, "compat", func(rctx context.Context, st *audioStream) (synth.Result, error) {
 		w := newDeltaWriter(st, st.Flush, size, width)
-		res, err := synth.Run(rctx, job.eng, job.req, job.pipe, w.Audio)
+		res, err := job.Run(rctx, w.Audio)
 		if err != nil {
 			return res, err // after the first event: aborts the body
 		}

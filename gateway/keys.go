@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -147,7 +148,7 @@ func (s *Server) newKey(body []byte, p *control.Principal) (*control.APIKey, err
 		if !control.ValidScope(sc) {
 			return nil, control.Errorf(control.EInvalidRequest, "scopes: unknown scope %q", sc)
 		}
-		if !contains(k.Scopes, sc) {
+		if !slices.Contains(k.Scopes, sc) {
 			k.Scopes = append(k.Scopes, sc)
 		}
 	}

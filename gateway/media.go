@@ -43,7 +43,7 @@ func (s *Server) media(ctx *fasthttp.RequestCtx) {
 	}
 	// Looked up after the file is found, so that guessed names cost no
 	// store query.
-	if _, err := s.voices.get(s.store, name[:mediaIDLen]); err != nil {
+	if _, err := s.core.Voices().Get(s.store, name[:mediaIDLen]); err != nil {
 		f.Close()
 		if control.IsCode(err, control.ENotFound) {
 			err = errNotFound

@@ -43,6 +43,7 @@ import (
 	"voicesvc/loopback"
 	"voicesvc/netguard"
 	"voicesvc/redact"
+	"voicesvc/synth"
 )
 
 // APIRoot is the path prefix of every public API route.
@@ -215,7 +216,6 @@ type Server struct {
 	store   control.Store
 	engine  engine.Engine    // the built-in engine (languages of new voices)
 	engines *engine.Registry // every engine, by name; nil without an engine
-	limiter control.Limiter
 	log     *slog.Logger
 	billing string
 	baseURL string
@@ -226,13 +226,13 @@ type Server struct {
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
 	keys       *keyCache
-	voices     *voiceCache
-	synth      synthState   // admission.go
-	mediaDir   string       // media.go
-	jobQueued  func()       // clone.go
-	ws         *wsState     // ws.go
-	tracer     trace.Tracer // tracing.go; nil: off
-	drain      drainState   // drain.go: Shutdown
+	core       *synth.Service // the application core: voices, admission, jobs
+	synth      synthState     // admission.go
+	mediaDir   string         // media.go
+	jobQueued  func()         // clone.go
+	ws         *wsState       // ws.go
+	tracer     trace.Tracer   // tracing.go; nil: off
+	drain      drainState     // drain.go: Shutdown
 
 	uploads   chan struct{} // one per upload in progress (upload.go)
 	clipSlots chan struct{} // one per clip read back for the store (clone.go)
@@ -274,7 +274,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	deps.Logger = redact.Logger(deps.Logger) // a no-op when it already redacts
 	cfg = cfg.withDefaults()
 	s := &Server{
-		cfg: cfg, store: deps.Store, engine: deps.Engine, limiter: deps.Limiter,
+		cfg: cfg, store: deps.Store, engine: deps.Engine,
 		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
 		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued,
 		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
@@ -294,7 +294,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	if s.keys, err = newKeyCache(cfg); err != nil {
 		return nil, err
 	}
-	s.voices = newVoiceCache(cfg.VoiceCacheTTL)
 	if err = s.initSynthesis(deps); err != nil {
 		return nil, err
 	}

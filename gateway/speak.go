@@ -9,7 +9,6 @@ import (
 
 	"voicesvc/codec"
 	"voicesvc/control"
-	"voicesvc/engine"
 	"voicesvc/synth"
 )
 
@@ -41,16 +40,12 @@ var (
 	valOne            = []byte("1")
 	contentTypeWAV    = []byte("audio/wav")
 	contentTypeOctet  = []byte("application/octet-stream")
-	errNoEngine       = control.Errorf(control.EUnavailable, "no synthesis engine is configured")
 )
 
-// synthJob is a validated synthesis ready to run: engine, request and the
-// pipeline that encodes it. Nothing in it points into the fasthttp request.
+// synthJob is the core's job (synth.Job) and what the HTTP layer notes
+// about it. Nothing in it points into the fasthttp request.
 type synthJob struct {
-	eng  engine.Engine
-	req  engine.Request
-	pipe *codec.Pipeline
-	opts synth.Options
+	*synth.Job
 	// start is when the request came (admitJob); tr its spans (tracing.go).
 	start time.Time
 	tr    jobTrace
@@ -63,25 +58,24 @@ func (s *Server) speak(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	job, err := s.prepareSynth(pathID(ctx), p, o)
+	job, err := s.prepareSynth(ctx, pathID(ctx), p, o)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	a := s.admitJob(ctx, p, job, false)
-	if a == nil {
+	if !s.admitJob(ctx, p, job, false) {
 		return
 	}
 	// A one-shot WAV carries its exact sizes, and a speak that may be
 	// replayed is kept whole: both are buffered. Raw formats stream.
 	buffered := o.Format == codec.WAV || len(ctx.Request.Header.PeekBytes(hdrIdempotencyKey)) > 0
-	s.respondAudio(ctx, job, a, "speak", buffered, setAudioHeaders)
+	s.respondAudio(ctx, job, "speak", buffered, setAudioHeaders)
 }
 
-// admitJob admits a prepared synthesis (docs/api.md#limits: slot, charge, token)
-// and sets the admission headers. On refusal it frees the pipeline, answers
-// the error and returns nil.
-func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *control.Principal, job *synthJob, streaming bool) *Admission {
+// admitJob admits a prepared synthesis (the core's admission: slot,
+// charge, token) and sets the admission headers. On refusal the job is
+// finished, the error answered, and it returns false.
+func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *control.Principal, job *synthJob, streaming bool) bool {
 	job.start = reqStart(ctx)
 	var admitStart time.Time
 	if s.tracer != nil {
@@ -89,36 +83,35 @@ func (s *Server) admitJob(ctx *fasthttp.RequestCtx, p *control.Principal, job *s
 		job.tr.rs.childSpan(s.tracer, "store", job.tr.lookupStart, job.tr.lookupEnd, nil)
 		admitStart = time.Now()
 	}
-	a, err := s.admit(p, job.opts.Chars(), streaming)
+	err := job.Admit(ctx, s.core, p, streaming)
 	if s.tracer != nil {
 		job.tr.rs.childSpan(s.tracer, "admission", admitStart, time.Now(), err)
 	}
-	setAdmissionHeaders(ctx, a, err)
+	setAdmissionHeaders(ctx, job.Admission, err)
 	if err != nil {
-		job.pipe.Close()
 		s.writeError(ctx, err)
-		return nil
+		return false
 	}
-	return a
+	return true
 }
 
 // respondAudio answers an admitted synthesis with its audio, buffered whole
 // or streamed as it is generated; setHeaders describes the audio. Speak and
 // the compatible endpoint share it.
-func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
+func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, route string,
 	buffered bool, setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	if buffered {
-		s.bufferedAudio(ctx, job, a, route, setHeaders)
+		s.bufferedAudio(ctx, job, route, setHeaders)
 		return
 	}
-	st, err := s.startStream(job, a, route, func(rctx context.Context, st *audioStream) (synth.Result, error) {
-		return synth.Run(rctx, job.eng, job.req, job.pipe, st.Send) // after audio: aborts the body
+	st, err := s.startStream(job, route, func(rctx context.Context, st *audioStream) (synth.Result, error) {
+		return job.Run(rctx, st.Send) // after audio: aborts the body
 	})
 	if err != nil {
 		s.synthFailed(ctx, err)
 		return
 	}
-	setHeaders(ctx, job.pipe)
+	setHeaders(ctx, job.Pipe)
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
 	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
@@ -128,7 +121,7 @@ func (s *Server) respondAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admiss
 
 // bufferedAudio synthesizes into the response body, then fixes the WAV
 // header's sizes and calls setHeaders.
-func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admission, route string,
+func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, route string,
 	setHeaders func(*fasthttp.RequestCtx, *codec.Pipeline)) {
 	// Cancelled like a stream when a shutdown's grace ends (drain.go).
 	rctx, cancel := context.WithTimeout(s.drain.streamContext(), synthTimeout)
@@ -140,11 +133,10 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 	if s.tracer != nil {
 		first, sink = timeFirstChunk(sink)
 	}
-	res, err := synth.Run(rctx, job.eng, job.req, job.pipe, sink)
+	res, err := job.Run(rctx, sink)
 	err = s.drain.cause(rctx, err)
 	cancel()
-	job.pipe.Close()
-	a.Done(res.Samples)
+	job.Finish(res.Samples)
 	s.outcome(route, err)
 	s.synthEnded(job, route, first, err)
 	if err != nil {
@@ -152,12 +144,12 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, a *Admis
 		s.synthFailed(ctx, err)
 		return
 	}
-	if job.opts.Format == codec.WAV {
+	if job.Options.Format == codec.WAV {
 		if body := ctx.Response.Body(); len(body) >= 44 {
-			codec.AppendWAVHeader(body[:0], job.pipe.Rate(), 16, false, len(body)-44)
+			codec.AppendWAVHeader(body[:0], job.Pipe.Rate(), 16, false, len(body)-44)
 		}
 	}
-	setHeaders(ctx, job.pipe) // last: it may rewrap the finished body (compat SSE)
+	setHeaders(ctx, job.Pipe) // last: it may rewrap the finished body (compat SSE)
 }
 
 // synthFailed answers a synthesis that failed before any audio: it was
@@ -181,42 +173,13 @@ func setAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 	h.SetCanonical(hdrChannels, valOne)
 }
 
-// prepareSynth finds the voice p may use, builds the engine request and the
-// pipeline. 404 not_found, 403 voice_not_allowed (token), 400
-// voice_not_ready / invalid_language, 503 without an engine.
-func (s *Server) prepareSynth(id string, p *control.Principal, o synth.Options) (*synthJob, error) {
+// prepareSynth asks the core for the job of ref (voice id or alias) and
+// notes the voice lookup's span times.
+func (s *Server) prepareSynth(ctx *fasthttp.RequestCtx, ref string, p *control.Principal, o synth.Options) (*synthJob, error) {
 	lookup := s.traceClock()
-	v, err := s.usableVoice(id, p)
+	j, err := s.core.Prepare(ctx, p, ref, o)
 	if err != nil {
 		return nil, err
 	}
-	tr := jobTrace{lookupStart: lookup, lookupEnd: s.traceClock()}
-	if p.Token != nil && len(p.Token.VoiceIDs) > 0 && !contains(p.Token.VoiceIDs, v.ID) {
-		return nil, control.Errorf(control.EVoiceNotAllowed, "the access token does not allow voice %s", v.ID)
-	}
-	if s.engines == nil {
-		return nil, errNoEngine
-	}
-	eng, err := synth.EngineFor(s.engines, v)
-	if err != nil {
-		return nil, err
-	}
-	req, err := synth.Prepare(v, o, eng.Languages())
-	if err != nil {
-		return nil, err
-	}
-	pipe, err := codec.NewPipeline(eng.NativeRate(), o.Format, o.SampleRate)
-	if err != nil {
-		return nil, err
-	}
-	return &synthJob{eng: eng, req: req, pipe: pipe, opts: o, tr: tr}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
+	return &synthJob{Job: j, tr: jobTrace{lookupStart: lookup, lookupEnd: s.traceClock()}}, nil
 }

@@ -37,16 +37,15 @@ func (s *Server) stream(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	job, err := s.prepareSynth(pathID(ctx), p, o)
+	job, err := s.prepareSynth(ctx, pathID(ctx), p, o)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
 	}
-	a := s.admitJob(ctx, p, job, true)
-	if a == nil {
+	if !s.admitJob(ctx, p, job, true) {
 		return
 	}
-	st, err := s.startStream(job, a, "sse", s.runSSE(job))
+	st, err := s.startStream(job, "sse", s.runSSE(job))
 	if err != nil {
 		s.synthFailed(ctx, err)
 		return
@@ -67,15 +66,15 @@ func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synt
 		chunk = synth.DefaultCoalesce
 	}
 	return func(rctx context.Context, st *audioStream) (synth.Result, error) {
-		rate, f := job.pipe.Rate(), job.pipe.Format()
+		rate, f := job.Pipe.Rate(), job.Pipe.Format()
 		width := f.BytesPerSample()
 		w := synth.NewSSEWriter(st, st.Flush, synth.CoalesceBytes(rate, width, chunk), width)
 		st.pending = synth.AppendSSEStart(st.pending, rate, f)
-		eng := job.eng
-		if job.opts.Timestamps && engine.WordTimes(eng) {
+		eng := job.Engine
+		if job.Options.Timestamps && engine.WordTimes(eng) {
 			// The pool gives word events offsets into the whole text and
 			// samples into the whole stream's audio: one clock serves.
-			clock := synth.NewWordClock(eng.NativeRate(), job.req.Text)
+			clock := synth.NewWordClock(eng.NativeRate(), job.Request.Text)
 			eng = synth.Tap(eng, func(c engine.Chunk) error {
 				if words := clock.Chunk(c); len(words) > 0 {
 					return w.Words(c.Sentence, words)
@@ -83,7 +82,7 @@ func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synt
 				return nil
 			})
 		}
-		res, err := synth.Run(rctx, eng, job.req, job.pipe, w.Audio)
+		res, err := synth.Run(rctx, eng, job.Request, job.Pipe, w.Audio)
 		err = s.drain.cause(rctx, err) // the grace ended: an error event says so
 		switch {
 		case isClientGone(err):
@@ -169,11 +168,11 @@ func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration) {
 	st.conn, st.idle = conn, idle
 }
 
-// startStream runs run in a goroutine that owns job and a, and returns when
+// startStream runs run in a goroutine that owns job, and returns when
 // run has flushed its first bytes: the caller then answers 200 with the
 // stream as its body. When run failed before any byte it returns run's
 // error instead, for the caller to answer with a status.
-func (s *Server) startStream(job *synthJob, a *Admission, transport string,
+func (s *Server) startStream(job *synthJob, transport string,
 	run func(context.Context, *audioStream) (synth.Result, error)) (*audioStream, error) {
 	// The stream counts as running work for a shutdown until it is closed
 	// (drain.go); the handler that starts it is counted already, so the
@@ -209,8 +208,7 @@ func (s *Server) startStream(job *synthJob, a *Admission, transport string,
 		}()
 		// Cut by the end of the grace: the body must not end as if whole.
 		err = s.drain.cause(rctx, err)
-		job.pipe.Close()
-		a.Done(res.Samples)
+		job.Finish(res.Samples)
 		s.outcome(transport, err)
 		s.streamEnded(job, transport, err)
 		if err != nil && !isClientGone(err) && control.ErrorCode(err) == control.EInternal {

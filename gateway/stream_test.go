@@ -170,15 +170,12 @@ func closeAndRelease(t testing.TB, ss *synthServer, g *gatedEngine) time.Duratio
 	t.Helper()
 	p := &control.Principal{WorkspaceID: ss.ws.ID, Limits: control.Limits{Concurrency: 1, Billing: control.BillingOff}}
 	o, _ := synth.ParseStream([]byte(`{"text":"a long enough text to run for seconds"}`))
-	job, err := ss.srv.prepareSynth(ss.voice, p, o)
+	j, err := ss.srv.core.Begin(context.Background(), p, ss.voice, o, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := ss.srv.admit(p, o.Chars(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := ss.srv.startStream(job, a, "sse", ss.srv.runSSE(job))
+	job := &synthJob{Job: j}
+	st, err := ss.srv.startStream(job, "sse", ss.srv.runSSE(job))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -234,7 +234,7 @@ func (c countingMeter) Refund(ctx context.Context, ch control.Charge) error {
 // the engine.queue and first_audio spans.
 func (s *Server) firstAudio(job *synthJob, transport string, synthStart time.Time) {
 	now := time.Now()
-	s.synth.m.series(transport).firstAudio(job.eng.Name(), now.Sub(job.start))
+	s.synth.m.series(transport).firstAudio(job.Engine.Name(), now.Sub(job.start))
 	if s.tracer != nil {
 		job.tr.rs.childSpan(s.tracer, "engine.queue", synthStart, now, nil)
 		job.tr.rs.childSpan(s.tracer, "first_audio", job.start, now, nil)
@@ -259,7 +259,7 @@ func (s *Server) synthEnded(job *synthJob, transport string, first *firstChunk, 
 	d := now.Sub(job.start)
 	ts.duration.Observe(d.Seconds())
 	if ok {
-		ts.firstAudio(job.eng.Name(), d)
+		ts.firstAudio(job.Engine.Name(), d)
 	}
 	if s.tracer != nil {
 		if first != nil && !first.at.IsZero() {

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -55,7 +56,6 @@ var (
 func (s *Server) tokenRoutes(api *router.Group) {
 	s.api(api, "POST", "/tokens", control.ScopeTTS, keysOnly, s.createToken)
 	s.tokenAuth = s.tokenPrincipal
-	s.synth.consumeToken = s.consumeToken
 }
 
 // tokenBody is the body of POST /tokens; both fields are optional.
@@ -145,7 +145,7 @@ func (s *Server) tokenVoices(ids *[]string, p *control.Principal) ([]string, err
 	}
 	out := make([]string, 0, len(*ids))
 	for _, id := range *ids {
-		if contains(out, id) {
+		if slices.Contains(out, id) {
 			continue
 		}
 		if _, err := s.usableVoice(id, p); err != nil {
@@ -232,22 +232,4 @@ func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) 
 		return nil, err
 	}
 	return &control.Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
-}
-
-// consumeToken marks p's access token used. It is THE moment a token is
-// spent: call it once the request is let through (after admission), and
-// answer its error (401 token_invalid: another use won, or it expired
-// meanwhile) instead of running the request. A principal without a token
-// is a no-op.
-func (s *Server) consumeToken(ctx context.Context, p *control.Principal) error {
-	if p == nil || p.Token == nil {
-		return nil
-	}
-	if err := s.store.ConsumeToken(ctx, p.Token.Hash, control.NowMS()); err != nil {
-		if control.IsCode(err, control.ETokenInvalid) {
-			return errTokenInvalid
-		}
-		return err
-	}
-	return nil
 }

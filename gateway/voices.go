@@ -46,7 +46,7 @@ func (s *Server) usableVoice(id string, p *control.Principal) (*control.Voice, e
 	if !control.ValidID(id) {
 		return nil, errNotFound
 	}
-	v, err := s.voices.get(s.store, id)
+	v, err := s.core.Voices().Get(s.store, id)
 	if err != nil {
 		if control.IsCode(err, control.ENotFound) {
 			return nil, errNotFound
@@ -219,7 +219,7 @@ func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	v, err := s.store.UpdateVoice(sctx, p.WorkspaceID, id, upd)
-	s.voices.invalidate(id)
+	s.core.Voices().Invalidate(id)
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -238,7 +238,7 @@ func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	sctx, cancel := storeCtx()
 	defer cancel()
 	err := s.store.DeleteVoice(sctx, p.WorkspaceID, id)
-	s.voices.invalidate(id)
+	s.core.Voices().Invalidate(id)
 	if err != nil {
 		s.writeError(ctx, err)
 		return

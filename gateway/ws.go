@@ -20,7 +20,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
-	"voicesvc/engine"
 	"voicesvc/netpoll"
 	"voicesvc/sessions"
 	"voicesvc/synth"
@@ -80,7 +79,6 @@ var (
 	argAccessToken  = []byte("access_token")
 	argAPIKey       = []byte("api_key")
 	errNotWebSocket = control.Errorf(control.EInvalidRequest, "a WebSocket handshake (version 13) is required")
-	errWSEngine     = &control.Error{Code: control.EUpstreamBusy, Message: "the synthesis engine is unavailable", RetryAfter: 1}
 )
 
 // wsRoutes registers the WebSocket route (called from routes).
@@ -174,43 +172,26 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 	if err == nil && !isWebSocketHandshake(ctx) {
 		err = errNotWebSocket
 	}
-	if err == nil && s.engine == nil {
-		err = errWSEngine
-	}
+	var a *synth.Admission
 	if err == nil {
-		err = s.engineReady()
-	}
-	if err == nil {
-		err = s.checkBalance(p)
+		// The core's admission of a session: the engine, the balance, a
+		// session slot, the streaming feature, a stream slot, the token.
+		a, err = s.core.Admit(ctx, p, synth.Ask{Streaming: true, Session: true})
+		setAdmissionHeaders(ctx, a, err)
 	}
 	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
-	lease, _, err := s.limiter.Acquire(c, p.WorkspaceID, control.SlotSession, p.Limits.Sessions)
-	cancel()
-	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	a, err := s.admit(p, 0, true)
-	setAdmissionHeaders(ctx, a, err)
-	if err != nil {
-		lease.Release()
 		s.writeError(ctx, err)
 		return
 	}
 	reqID := string(requestID(ctx))
 	authAt := reqStart(ctx)
 	deps := sessions.Deps{
-		Engine:    s.engine,
-		Engines:   s.engines,
-		Voice:     s.sessionVoice(p),
-		Meter:     s.synth.meter,
-		Workspace: workspaceOf(p),
-		Logger:    s.log,                // not a With per session: an idle session stays small
-		Observer:  s.wsObserverFor(ctx), // metrics and spans (wsobserve.go)
+		Engine:   s.engine,
+		Engines:  s.engines,
+		Voice:    func(c context.Context, ref string) (*control.Voice, error) { return s.core.Voice(c, p, ref) },
+		Billing:  a,
+		Logger:   s.log,                // not a With per session: an idle session stays small
+		Observer: s.wsObserverFor(ctx), // metrics and spans (wsobserve.go)
 	}
 	w := s.ws
 	up := newWSUpgrade(ctx)
@@ -228,7 +209,6 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 			// written) and the handshake charged nothing.
 			w.wg.Done()
 			a.Done(0)
-			lease.Release()
 			s.log.Info("websocket upgrade failed", "request_id", reqID, "err", err)
 			return
 		}
@@ -245,7 +225,6 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 				// (KeepHijackedConns): closing it is ours.
 				conn.Close()
 				a.Done(0) // the handshake charged nothing: no refund call
-				lease.Release()
 				s.synth.m.sessions.Dec()
 				w.wg.Done()
 				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
@@ -479,57 +458,4 @@ func validWSKey(key []byte) bool {
 	var nonce [18]byte // 24 base64 characters decode to at most 18 bytes
 	n, err := base64.StdEncoding.Decode(nonce[:], key)
 	return err == nil && n == 16
-}
-
-// engineReadier is an engine that can tell it is closed or out of workers
-// before a request tries it.
-type engineReadier interface{ Ready() error }
-
-// The pool is the engine the server runs; keep it answering Ready.
-var _ engineReadier = (*engine.Pool)(nil)
-
-// engineReady: 503 upstream_busy when the engine says it cannot take work:
-// it is closed or its queue is full, or it is at capacity (engine.Admitter:
-// a session opened now could not have its first context taken, and the
-// streams already admitted would be made late), with the Retry-After the
-// engine gives.
-func (s *Server) engineReady() error {
-	if r, ok := s.engine.(engineReadier); ok && r.Ready() != nil {
-		return errWSEngine
-	}
-	if err := engine.Admit(s.engine); err != nil {
-		return synth.EngineError(err)
-	}
-	return nil
-}
-
-// checkBalance refuses a handshake with 402 when billing is enforced and
-// nothing is left, with the body a 1-character request would get. It only
-// reads the balance (the handshake itself is free: admit charges nothing).
-func (s *Server) checkBalance(p *control.Principal) error {
-	if p.Limits.Billing != control.BillingEnforce {
-		return nil
-	}
-	c, cancel := context.WithTimeout(context.Background(), limitTimeout)
-	defer cancel()
-	_, err := s.synth.meter.Check(c, workspaceOf(p))
-	return err
-}
-
-// sessionVoice resolves a task_start voice_id for p: the voice must be
-// usable by the workspace, ready, and allowed by p's token.
-func (s *Server) sessionVoice(p *control.Principal) func(context.Context, string) (*control.Voice, error) {
-	return func(_ context.Context, id string) (*control.Voice, error) {
-		v, err := s.usableVoice(id, p)
-		if err != nil {
-			return nil, err
-		}
-		if v.Status != control.VoiceReady {
-			return nil, control.Errorf(control.EVoiceNotReady, "voice %s is not ready", id)
-		}
-		if p.Token != nil && len(p.Token.VoiceIDs) > 0 && !contains(p.Token.VoiceIDs, v.ID) {
-			return nil, control.Errorf(control.EVoiceNotAllowed, "the access token does not allow voice %s", v.ID)
-		}
-		return v, nil
-	}
 }

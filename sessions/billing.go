@@ -117,13 +117,13 @@ func (s *session) flushRefunds() {
 	rs := s.refunds
 	s.refunds = nil
 	s.mu.Unlock()
-	if len(rs) == 0 || s.deps.Meter == nil {
+	if len(rs) == 0 || s.deps.Billing == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.parent), refundTimeout)
 	defer cancel()
 	for _, c := range rs {
-		if err := s.deps.Meter.Refund(ctx, c); err != nil {
+		if err := s.deps.Billing.Refund(ctx, c); err != nil {
 			s.log.Error("websocket refund failed", "workspace", c.WorkspaceID,
 				"characters", c.FromAllowance+c.FromCredits, "err", err)
 		}

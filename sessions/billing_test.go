@@ -165,7 +165,7 @@ func TestBilledIsWhatStarted(t *testing.T) {
 				g := newGated()
 				g.fail = e.fail
 				deps := refDeps(g)
-				deps.Meter, deps.Workspace = meter, ws
+				deps.Billing = meterBilling{meter, ws}
 				ts := startServer(t, Config{}, deps)
 				c := ts.dial(t)
 				c.mustSend(t, start("a", sentence, false))
@@ -230,7 +230,7 @@ func TestDrain(t *testing.T) {
 	meter, ws := billedWorkspace(t, "sqlite", 1000)
 	g := newGated()
 	deps := refDeps(g)
-	deps.Meter, deps.Workspace = meter, ws
+	deps.Billing = meterBilling{meter, ws}
 	ts := startServer(t, Config{}, deps)
 	idle, busy := ts.dial(t), ts.dial(t)
 	idleS, busyS := ts.session(t, 0), ts.session(t, 1)

@@ -157,10 +157,10 @@ func (s *session) voice(id string) (*control.Voice, error) {
 // the frame that exceeded the balance is not forwarded. A session that is
 // already ending (its key revoked, say) charges nothing more.
 func (s *session) charge(contextID string, chars int) (c control.Charge, end bool, err error) {
-	if s.deps.Meter == nil || s.deps.Workspace == nil || chars == 0 || s.ending() {
+	if s.deps.Billing == nil || chars == 0 || s.ending() {
 		return c, false, nil
 	}
-	c, _, err = s.deps.Meter.Charge(s.parent, s.deps.Workspace, int64(chars))
+	c, err = s.deps.Billing.Charge(s.parent, int64(chars))
 	switch control.ErrorCode(err) {
 	case "":
 		return c, false, nil

@@ -592,3 +592,17 @@ func (c *client) collect(t testing.TB, match func(event) bool) map[string]*trans
 	c.until(t, match)
 	return collect(t, c.all)
 }
+
+// meterBilling bills a session's text with a meter, as the core's
+// admission does (synth.Admission).
+type meterBilling struct {
+	m  control.Meter
+	ws *control.Workspace
+}
+
+func (b meterBilling) Charge(ctx context.Context, chars int64) (control.Charge, error) {
+	c, _, err := b.m.Charge(ctx, b.ws, chars)
+	return c, err
+}
+
+func (b meterBilling) Refund(ctx context.Context, c control.Charge) error { return b.m.Refund(ctx, c) }

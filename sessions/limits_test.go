@@ -49,7 +49,7 @@ func TestCreditExhaustion(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			meter, ws := meterWith(t, tc.allowance, tc.credits)
 			deps := refDeps(nil)
-			deps.Meter, deps.Workspace = meter, ws
+			deps.Billing = meterBilling{meter, ws}
 			ts := startServer(t, Config{}, deps)
 			c := ts.dial(t)
 			c.mustSend(t, start("a", "Hello world. ", false)) // 13 characters

@@ -33,7 +33,7 @@ func TestCapacityRefusal(t *testing.T) {
 			o := enginetest.NewOverloaded(t, 20*time.Millisecond)
 			p := o.Pool
 			deps := refDeps(p)
-			deps.Meter, deps.Workspace = meter, ws
+			deps.Billing = meterBilling{meter, ws}
 			ts := startServer(t, Config{}, deps)
 			c := ts.dial(t)
 			first := "First sentence here. "

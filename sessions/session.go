@@ -79,14 +79,23 @@ type Deps struct {
 	// EVoiceNotAllowed -> voice_not_allowed (both non-fatal); any other
 	// error ends the session with 1011.
 	Voice func(ctx context.Context, voiceID string) (*control.Voice, error)
-	// Meter and Workspace bill every task_start and task_continue frame
-	// per character; a nil Meter bills nothing.
-	Meter     control.Meter
-	Workspace *control.Workspace
-	Logger    *slog.Logger
+	// Billing bills every task_start and task_continue frame per
+	// character, and refunds the text that never reached the engine: the
+	// core's admission of the session (synth.Admission); nil bills nothing.
+	Billing Billing
+	Logger  *slog.Logger
 	// Observer, when set, follows every context (observe.go): the
 	// server's metrics and tracing.
 	Observer ContextObserver
+}
+
+// Billing is the core's billing of a session's text as it arrives.
+type Billing interface {
+	// Charge bills chars characters; in enforce mode a charge that is not
+	// covered is refused whole (EQuotaExhausted, EInsufficientCredits).
+	Charge(ctx context.Context, chars int64) (control.Charge, error)
+	// Refund gives back a charge whose text never reached the engine.
+	Refund(ctx context.Context, c control.Charge) error
 }
 
 // session is everything one socket holds. It is kept small: an idle session

@@ -69,6 +69,35 @@ type Rules struct {
 	// Timestamps: the body's timestamps field is read (SSE and the
 	// WebSocket, which can send word timestamps; speak cannot).
 	Timestamps bool
+	// FormatNames, when set, are the protocol's own names for its formats
+	// (the compatible endpoint's "opus" is Ogg Opus); nil: the interface's
+	// output_format names, limited to Formats.
+	FormatNames []WireFormat
+	// Names are the protocol's names of the shared fields; zero: ours.
+	Names Names
+}
+
+// WireFormat is a protocol's name for a format.
+type WireFormat struct {
+	Name   string
+	Format codec.Format
+}
+
+// Names are a protocol's names for the shared fields, used in its errors
+// (message and Param). Empty fields are the interface's names.
+type Names struct {
+	Text, Language, OutputFormat string
+}
+
+func (n Names) text() string         { return or(n.Text, "text") }
+func (n Names) language() string     { return or(n.Language, "language") }
+func (n Names) outputFormat() string { return or(n.OutputFormat, "output_format") }
+
+func or(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 var (
@@ -116,78 +145,27 @@ func Parse(body []byte, r Rules) (Options, error) {
 // the order above whatever their order in the body, so one body always
 // answers one code. Opus is always 48 kHz, whatever sample_rate says.
 func (f *Fields) Options(r Rules) (Options, error) {
-	o := Options{Format: r.Format, SampleRate: DefaultSampleRate, NumStep: DefaultNumStep, Language: r.DefaultLanguage}
-
-	switch text, ok := decodeString(f.Text); {
-	case IsNull(f.Text) && !r.TextOptional:
-		return o, control.Errorf(control.ETextRequired, "text is required")
-	case IsNull(f.Text):
-	case !ok:
-		return o, control.Errorf(control.EInvalidRequest, "text must be a string")
-	case strings.TrimSpace(text) == "" && !r.TextOptional:
-		return o, control.Errorf(control.ETextRequired, "text is required")
-	default:
-		if n := control.CountChars(text); n > int64(r.MaxTextChars) {
-			return o, control.Errorf(control.ETextTooLong, "text has %d characters; the limit is %d", n, r.MaxTextChars)
-		}
-		o.Text = text
+	o := r.defaults()
+	if err := r.text(&o, f.Text); err != nil {
+		return o, err
 	}
-
-	if !IsNull(f.Language) {
-		lang, ok := decodeString(f.Language)
-		tag, wellFormed := langtag.Canonical(lang)
-		if !ok || lang != "" && !wellFormed {
-			return o, control.Errorf(control.EInvalidLanguage, "language must be a BCP-47 tag such as \"en\" or \"hi\"")
-		}
-		if tag != "" {
-			o.Language = tag
-		}
+	if err := r.language(&o, f.Language); err != nil {
+		return o, err
 	}
-
-	if !IsNull(f.OutputFormat) {
-		s, _ := decodeString(f.OutputFormat)
-		fm, ok := codec.ParseFormat(s)
-		switch {
-		case ok && slices.Contains(r.Formats, fm):
-			o.Format = fm
-		case !r.CoerceFormat:
-			return o, control.Errorf(control.EInvalidOutputFormat, "output_format must be one of %s", formatList(r.Formats))
-		}
+	if err := r.format(&o, f.OutputFormat); err != nil {
+		return o, err
 	}
-
-	if !IsNull(f.SampleRate) {
-		v, ok := integer(f.SampleRate, MinSampleRate, MaxSampleRate)
-		if !ok {
-			return o, control.Errorf(control.EInvalidSampleRate, "sample_rate must be an integer from %d to %d", MinSampleRate, MaxSampleRate)
-		}
-		o.SampleRate = v
+	if err := r.sampleRate(&o, f.SampleRate); err != nil {
+		return o, err
 	}
-	if o.Format == codec.Opus {
-		o.SampleRate = codec.OpusRate
+	if err := r.numStep(&o, f.NumStep); err != nil {
+		return o, err
 	}
-
-	if !IsNull(f.NumStep) {
-		v, ok := integer(f.NumStep, 1, MaxNumStep)
-		if !ok {
-			return o, control.Errorf(control.EInvalidNumStep, "num_step must be an integer from 1 to %d", MaxNumStep)
-		}
-		o.NumStep = v
+	if err := r.expressiveness(&o, f.Expressiveness); err != nil {
+		return o, err
 	}
-
-	if !IsNull(f.Expressiveness) {
-		v, ok := number(f.Expressiveness)
-		if !ok || v < 0 || v > 1 {
-			return o, control.Errorf(control.EInvalidExpressive, "expressiveness must be a number from 0 to 1")
-		}
-		o.Expressiveness = &v
-	}
-
-	if r.Speed && !IsNull(f.Speed) {
-		v, ok := number(f.Speed)
-		if !ok || v < MinSpeed || v > MaxSpeed {
-			return o, control.Errorf(control.EInvalidSpeed, "speed must be a number from %g to %g", MinSpeed, MaxSpeed)
-		}
-		o.Speed = &v
+	if err := r.speed(&o, f.Speed); err != nil {
+		return o, err
 	}
 	if r.Timestamps {
 		v, err := Bool("timestamps", f.Timestamps)
@@ -199,11 +177,162 @@ func (f *Fields) Options(r Rules) (Options, error) {
 	return o, nil
 }
 
-// formatList names formats for an error message.
-func formatList(fs []codec.Format) string {
-	names := make([]string, len(fs))
-	for i, f := range fs {
-		names[i] = string(f)
+// The rules of each shared field, one function each: every protocol's
+// parser (Options here, ParseOpenAI and the dialects' parsers) calls
+// these, in its own order and under its own field names (Rules.Names), so
+// a limit or a range is written once. Each error names the field as the
+// protocol spells it (control.Error.Param).
+
+func (r *Rules) defaults() Options {
+	return Options{Format: r.Format, SampleRate: DefaultSampleRate, NumStep: DefaultNumStep, Language: r.DefaultLanguage}
+}
+
+// fail is a refusal of the field named n in the protocol's spelling.
+func fail(code, param, format string, args ...any) error {
+	e := control.Errorf(code, format, args...)
+	e.Param = param
+	return e
+}
+
+func (r *Rules) text(o *Options, raw []byte) error {
+	n := r.Names.text()
+	switch text, ok := decodeString(raw); {
+	case IsNull(raw) && !r.TextOptional:
+		return fail(control.ETextRequired, n, "%s is required", n)
+	case IsNull(raw):
+	case !ok:
+		return fail(control.EInvalidRequest, n, "%s must be a string", n)
+	case strings.TrimSpace(text) == "" && !r.TextOptional:
+		return fail(control.ETextRequired, n, "%s is required", n)
+	default:
+		if c := control.CountChars(text); c > int64(r.MaxTextChars) {
+			return fail(control.ETextTooLong, n, "%s has %d characters; the limit is %d", n, c, r.MaxTextChars)
+		}
+		o.Text = text
+	}
+	return nil
+}
+
+// language must be a well-formed BCP-47 tag, canonicalised (the engine's
+// support is Prepare's: langtag.Match).
+func (r *Rules) language(o *Options, raw []byte) error {
+	if IsNull(raw) {
+		return nil
+	}
+	lang, ok := decodeString(raw)
+	tag, wellFormed := langtag.Canonical(lang)
+	if !ok || lang != "" && !wellFormed {
+		n := r.Names.language()
+		return fail(control.EInvalidLanguage, n, "%s must be a BCP-47 tag such as \"en\" or \"hi\"", n)
+	}
+	if tag != "" {
+		o.Language = tag
+	}
+	return nil
+}
+
+func (r *Rules) format(o *Options, raw []byte) error {
+	if IsNull(raw) {
+		return nil
+	}
+	n := r.Names.outputFormat()
+	s, _ := decodeString(raw)
+	fm, ok := r.parseFormat(s)
+	switch {
+	case ok:
+		o.Format = fm
+	case !r.CoerceFormat:
+		return fail(control.EInvalidOutputFormat, n, "%s must be one of %s", n, r.formatList())
+	}
+	return r.available(o)
+}
+
+// available refuses a format this build cannot encode (MP3 without lame).
+func (r *Rules) available(o *Options) error {
+	if o.Format != codec.MP3 || codec.MP3Available {
+		return nil
+	}
+	return fail(control.EUnsupportedFormat, r.Names.outputFormat(),
+		"this deployment has no MP3 encoder; ask for one of %s", r.formatList())
+}
+
+// parseFormat maps a wire name to a format this protocol offers.
+func (r *Rules) parseFormat(s string) (codec.Format, bool) {
+	if r.FormatNames != nil {
+		for _, w := range r.FormatNames {
+			if w.Name == s {
+				return w.Format, true
+			}
+		}
+		return "", false
+	}
+	fm, ok := codec.ParseFormat(s)
+	return fm, ok && slices.Contains(r.Formats, fm)
+}
+
+func (r *Rules) sampleRate(o *Options, raw []byte) error {
+	if !IsNull(raw) {
+		v, ok := integer(raw, MinSampleRate, MaxSampleRate)
+		if !ok {
+			return fail(control.EInvalidSampleRate, "sample_rate", "sample_rate must be an integer from %d to %d", MinSampleRate, MaxSampleRate)
+		}
+		o.SampleRate = v
+	}
+	if o.Format == codec.Opus {
+		o.SampleRate = codec.OpusRate
+	}
+	return nil
+}
+
+func (r *Rules) numStep(o *Options, raw []byte) error {
+	if IsNull(raw) {
+		return nil
+	}
+	v, ok := integer(raw, 1, MaxNumStep)
+	if !ok {
+		return fail(control.EInvalidNumStep, "num_step", "num_step must be an integer from 1 to %d", MaxNumStep)
+	}
+	o.NumStep = v
+	return nil
+}
+
+func (r *Rules) expressiveness(o *Options, raw []byte) error {
+	if IsNull(raw) {
+		return nil
+	}
+	v, ok := number(raw)
+	if !ok || v < 0 || v > 1 {
+		return fail(control.EInvalidExpressive, "expressiveness", "expressiveness must be a number from 0 to 1")
+	}
+	o.Expressiveness = &v
+	return nil
+}
+
+// speed is a rate multiplier, MinSpeed to MaxSpeed, on the protocols that
+// read it (Rules.Speed).
+func (r *Rules) speed(o *Options, raw []byte) error {
+	if !r.Speed || IsNull(raw) {
+		return nil
+	}
+	v, ok := number(raw)
+	if !ok || v < MinSpeed || v > MaxSpeed {
+		return fail(control.EInvalidSpeed, "speed", "speed must be a number from %g to %g", MinSpeed, MaxSpeed)
+	}
+	o.Speed = &v
+	return nil
+}
+
+// formatList names the offered formats for an error message.
+func (r *Rules) formatList() string {
+	var names []string
+	if r.FormatNames != nil {
+		for _, w := range r.FormatNames {
+			names = append(names, w.Name)
+		}
+	} else {
+		for _, f := range r.Formats {
+			names = append(names, string(f))
+		}
 	}
 	return strings.Join(names, ", ")
 }
