@@ -56,12 +56,14 @@ func Run(ctx context.Context, eng engine.Engine, req engine.Request, p *codec.Pi
 		if res.Bytes == 0 {
 			res.TTFB = time.Since(start)
 		}
-		res.Bytes += int64(len(b))
 		if err := out(b); err != nil {
+			// Not counted: a client gone before its first audio is not
+			// billed for it.
 			sinkErr = err
 			cancel()
 			return err
 		}
+		res.Bytes += int64(len(b))
 		return nil
 	}
 	encode := func(err error) error {
