@@ -9,6 +9,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/synth"
+	"voicesvc/telemetry"
 )
 
 // Admission is the core's (synth/admit.go): this file only writes its
@@ -20,10 +21,9 @@ import (
 
 // synthState is the server's synthesis machinery (Server.synth).
 type synthState struct {
-	meter    control.Meter
-	active   prometheus.Gauge
-	outcomes *prometheus.CounterVec
-	m        *synthMetrics // synthmetrics.go
+	meter  control.Meter
+	active prometheus.Gauge
+	m      *telemetry.Synth
 }
 
 // initSynthesis builds the core: an in-process limiter when none is given
@@ -34,15 +34,11 @@ func (s *Server) initSynthesis(deps Deps) error {
 		Name: "voicesvc_synth_active",
 		Help: "Admitted syntheses holding a concurrency slot, all transports.",
 	})
-	s.synth.outcomes = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "voicesvc_synth_total",
-		Help: "Finished syntheses (WebSocket: contexts) by transport and outcome: ok, client_gone or the error code.",
-	}, []string{"transport", "outcome"})
-	m := newSynthMetrics(s.synth.outcomes, s.cfg.MetricsWorkspaceLabel)
+	m := telemetry.NewSynth(s.cfg.MetricsWorkspaceLabel)
 	s.synth.m = m
 	// The store, the limiter and the meter are timed and counted where the
 	// server holds them (synthmetrics.go, storemetrics.go).
-	s.store = newTimedStore(s.store, m.store)
+	s.store = newTimedStore(s.store, m.Store())
 	limiter := deps.Limiter
 	if limiter == nil {
 		limiter = control.NewMemoryLimiter()
@@ -51,15 +47,15 @@ func (s *Server) initSynthesis(deps Deps) error {
 	if meter == nil {
 		meter = control.NewMeter(s.store, deps.Billing)
 	}
-	s.synth.meter = countingMeter{Meter: meter, m: m}
+	s.synth.meter = m.CountingMeter(meter)
 	s.core = synth.NewService(synth.Deps{
 		Store: s.store, Voices: synth.NewVoiceCache(s.cfg.VoiceCacheTTL),
 		Engines: s.engines, Engine: s.engine,
-		Limiter: countingLimiter{Limiter: limiter, m: m}, Meter: s.synth.meter,
-		Hooks:  synth.Hooks{Refused: m.refused, Active: s.synth.active},
+		Limiter: m.CountingLimiter(limiter), Meter: s.synth.meter,
+		Hooks:  synth.Hooks{Refused: m.Refused, Active: s.synth.active},
 		Logger: s.log, StoreTimeout: limitTimeout,
 	})
-	for _, c := range append([]prometheus.Collector{s.synth.active, s.synth.outcomes}, m.collectors()...) {
+	for _, c := range append([]prometheus.Collector{s.synth.active}, m.Collectors()...) {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return err
 		}
@@ -152,15 +148,14 @@ func setAdmissionHeaders(ctx *fasthttp.RequestCtx, a *synth.Admission, err error
 
 // outcome records how a synthesis ended, for voicesvc_synth_total.
 func (s *Server) outcome(transport string, err error) {
-	if err == nil {
-		s.synth.m.series(transport).ok.Inc()
-		return
-	}
-	o := "client_gone"
-	if !isClientGone(err) {
+	o := "ok"
+	switch {
+	case isClientGone(err):
+		o = "client_gone"
+	case err != nil:
 		o = control.ErrorCode(err)
 	}
-	s.synth.outcomes.WithLabelValues(transport, o).Inc()
+	s.series(transport).Outcome(o)
 }
 
 // peekExact returns a header set with SetCanonical under a name that is

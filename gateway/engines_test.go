@@ -11,6 +11,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
+	"voicesvc/synth"
 )
 
 // fakeUpstream is the reference engine under another name and rate, with
@@ -45,7 +46,7 @@ func engineServer(t *testing.T, up *fakeUpstream) *testServer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := SeedCatalog(context.Background(), ts.store, builtin, up); err != nil {
+	if err := synth.SeedCatalog(context.Background(), ts.store, builtin, up); err != nil {
 		t.Fatal(err)
 	}
 	ts.serve(Config{}, Deps{Store: ts.store, Engine: builtin, Engines: reg, Logger: slog.New(slog.DiscardHandler)})
@@ -63,7 +64,7 @@ func TestVoicesRenderWithTheirEngine(t *testing.T) {
 	speak := func(id string) *response {
 		return ts.do("POST", "/voices/"+id+"/speak", ts.key, map[string]any{"text": "One two three.", "output_format": "s16le", "sample_rate": 16000})
 	}
-	builtin, upstream := speak(CatalogVoiceID("ref-en-high")), speak(CatalogVoiceID("up1-x"))
+	builtin, upstream := speak(synth.CatalogVoiceID("ref-en-high")), speak(synth.CatalogVoiceID("up1-x"))
 	if builtin.status != 200 || upstream.status != 200 {
 		t.Fatalf("speak: %d %s / %d %s", builtin.status, builtin.body, upstream.status, upstream.body)
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // TestErrorStatuses covers every status and code of interface section 7
@@ -14,10 +15,10 @@ import (
 func TestErrorStatuses(t *testing.T) {
 	ts := newTestServer(t, "")
 	ctx := context.Background()
-	if err := SeedCatalog(ctx, ts.store, nil); err != nil {
+	if err := synth.SeedCatalog(ctx, ts.store, nil); err != nil {
 		t.Fatal(err)
 	}
-	public := CatalogVoiceID(fallbackCatalog[0].Alias)
+	public := synth.CatalogVoiceID(synth.FallbackCatalog[0].Alias)
 
 	other := ts.workspace("free")
 	otherKey := ts.newKey(other.ID, nil, 0, false)

@@ -151,13 +151,16 @@ func TestMetricsMoveWithTraffic(t *testing.T) {
 			t.Errorf("%s moved by %v, want at least %v", series, d, min)
 		}
 	}
-	for _, tr := range []string{"speak", "sse", "compat", "websocket"} {
-		moved(`voicesvc_time_to_first_audio_seconds{engine="`+eng+`",transport="`+tr+`"}`, 1)
-		moved(`voicesvc_synth_duration_seconds{transport="`+tr+`"}`, 1)
-		moved(`voicesvc_synth_total{outcome="ok",transport="`+tr+`"}`, 1)
+	// Each transport's series carry the dialect whose protocol it spoke.
+	for _, tr := range []struct{ transport, dialect string }{
+		{"speak", "native"}, {"sse", "native"}, {"compat", "openai"}, {"websocket", "native"}} {
+		d := `dialect="` + tr.dialect + `",`
+		moved(`voicesvc_time_to_first_audio_seconds{`+d+`engine="`+eng+`",transport="`+tr.transport+`"}`, 1)
+		moved(`voicesvc_synth_duration_seconds{`+d+`transport="`+tr.transport+`"}`, 1)
+		moved(`voicesvc_synth_total{`+d+`outcome="ok",transport="`+tr.transport+`"}`, 1)
 	}
-	moved(`voicesvc_time_to_first_audio_seconds{engine="`+eng+`",transport="speak"}`, 2)
-	moved(`voicesvc_synth_total{outcome="cancelled",transport="websocket"}`, 1)
+	moved(`voicesvc_time_to_first_audio_seconds{dialect="native",engine="`+eng+`",transport="speak"}`, 2)
+	moved(`voicesvc_synth_total{dialect="native",outcome="cancelled",transport="websocket"}`, 1)
 	moved(`voicesvc_billed_characters_total{}`, 5*float64(len("Hello there."))+float64(len("No sentence end yet")))
 	moved(`voicesvc_limit_refusals_total{code="`+control.ERateLimited+`"}`, 1)
 	moved(`voicesvc_store_duration_seconds{method="Charge"}`, 5)

@@ -131,7 +131,7 @@ func TestStreamClientGone(t *testing.T) {
 	if v := metricValue(ss.srv.synth.active); v != 0 {
 		t.Fatalf("voicesvc_synth_active %v", v)
 	}
-	if v := metricValue(ss.srv.synth.outcomes.WithLabelValues("sse", "client_gone")); v != 1 {
+	if v := metricValue(ss.srv.synth.m.Outcomes.WithLabelValues("sse", "client_gone", "native")); v != 1 {
 		t.Fatalf("client_gone outcomes %v", v)
 	}
 	// An idle fasthttp pool worker waits for the next connection: the

@@ -23,6 +23,7 @@ import (
 	"voicesvc/control"
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
+	"voicesvc/synth"
 )
 
 // synthOpts configure a synthesis test server.
@@ -55,7 +56,7 @@ func newSynthServer(t testing.TB, o synthOpts) *synthServer {
 		o.plan = "pro"
 	}
 	ts := &testServer{t: t, store: openStore(t, filepath.Join(t.TempDir(), "voicesvc.db"))}
-	if err := SeedCatalog(context.Background(), ts.store, o.eng); err != nil {
+	if err := synth.SeedCatalog(context.Background(), ts.store, o.eng); err != nil {
 		t.Fatal(err)
 	}
 	lim := control.NewMemoryLimiter()

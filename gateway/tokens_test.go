@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // mintToken creates an access token with body and returns it.
@@ -27,7 +28,7 @@ func bearerHdr(tok string) []string { return []string{"Authorization", "Bearer "
 
 func TestCreateToken(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{})
-	public := CatalogVoiceID(ss.srv.engine.Catalog()[0].Alias)
+	public := synth.CatalogVoiceID(ss.srv.engine.Catalog()[0].Alias)
 	now := control.NowMS()
 	for _, body := range []any{nil, "{}", " ", map[string]any{"ttl_seconds": nil}} {
 		d := ss.do("POST", "/tokens", ss.key, body).data(t, 201)
@@ -106,7 +107,7 @@ func TestTokenUse(t *testing.T) {
 
 	// Refused before running (validation, voice_not_allowed, 402): still valid.
 	limited := ss.mintToken(ss.key, map[string]any{"voice_ids": []string{ss.voice}})
-	public := CatalogVoiceID(ss.srv.engine.Catalog()[0].Alias)
+	public := synth.CatalogVoiceID(ss.srv.engine.Catalog()[0].Alias)
 	ss.do("POST", "/voices/"+public+"/speak", "", body, bearerHdr(limited)...).failure(t, 403, control.EVoiceNotAllowed)
 	ss.do("POST", speak, "", map[string]any{"text": ""}, bearerHdr(limited)...).failure(t, 400, control.ETextRequired)
 	used := int64(10_000_000)

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // voiceFields are the only fields a voice may show (docs/api.md#voice-object).
@@ -31,7 +32,7 @@ func checkVoiceFields(t *testing.T, v map[string]any) {
 
 func TestVoiceLifecycle(t *testing.T) {
 	ts := newTestServer(t, "")
-	if err := SeedCatalog(context.Background(), ts.store, nil); err != nil {
+	if err := synth.SeedCatalog(context.Background(), ts.store, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,10 +69,10 @@ func TestVoiceLifecycle(t *testing.T) {
 	}
 	pub := voices[1].(map[string]any)
 	checkVoiceFields(t, pub)
-	if pub["visibility"] != "public" || pub["status"] != "ready" || pub["alias"] == nil || pub["org_id"] != CatalogWorkspaceID {
+	if pub["visibility"] != "public" || pub["status"] != "ready" || pub["alias"] == nil || pub["org_id"] != synth.CatalogWorkspaceID {
 		t.Errorf("catalog voice: %v", pub)
 	}
-	wantTotal := float64(1 + len(fallbackCatalog))
+	wantTotal := float64(1 + len(synth.FallbackCatalog))
 	if list["total"] != wantTotal || list["has_more"] != true || list["page"] != 1.0 || list["page_size"] != 3.0 {
 		t.Errorf("page fields: %v", list)
 	}
@@ -122,17 +123,17 @@ func TestVoiceLifecycle(t *testing.T) {
 func TestRemix(t *testing.T) {
 	ts := newTestServer(t, "")
 	ctx := context.Background()
-	if err := SeedCatalog(ctx, ts.store, nil); err != nil {
+	if err := synth.SeedCatalog(ctx, ts.store, nil); err != nil {
 		t.Fatal(err)
 	}
-	base := fallbackCatalog[len(fallbackCatalog)-1] // hi-f1
+	base := synth.FallbackCatalog[len(synth.FallbackCatalog)-1] // hi-f1
 	r := ts.do("POST", "/voices", ts.key, map[string]any{
-		"name": "Remix", "consent": true, "base_voice_id": CatalogVoiceID(base.Alias),
+		"name": "Remix", "consent": true, "base_voice_id": synth.CatalogVoiceID(base.Alias),
 		"settings": map[string]any{"pitch": 2},
 	})
 	v := r.data(t, 201)["voice"].(map[string]any)
 	checkVoiceFields(t, v)
-	if v["status"] != "ready" || v["clone_method"] != "remix" || v["base_voice_id"] != CatalogVoiceID(base.Alias) ||
+	if v["status"] != "ready" || v["clone_method"] != "remix" || v["base_voice_id"] != synth.CatalogVoiceID(base.Alias) ||
 		v["primary_language"] != "hi" || v["settings"].(map[string]any)["pitch"] != 2.0 {
 		t.Errorf("remix: %v", v)
 	}
@@ -149,17 +150,17 @@ func TestSeedCatalogIsStable(t *testing.T) {
 	ts := newTestServer(t, "")
 	ctx := context.Background()
 	for i := 0; i < 2; i++ {
-		if err := SeedCatalog(ctx, ts.store, nil); err != nil {
+		if err := synth.SeedCatalog(ctx, ts.store, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
 	vs, total, err := ts.store.ListVoices(ctx, control.VoiceFilter{WorkspaceID: ts.ws.ID, Page: 1, PageSize: 100})
-	if err != nil || total != len(fallbackCatalog) {
+	if err != nil || total != len(synth.FallbackCatalog) {
 		t.Fatalf("total %d err %v", total, err)
 	}
 	var aliases []string
 	for _, v := range vs {
-		if v.ID != CatalogVoiceID(v.Alias) || !validAlias(v.Alias) || len(v.Labels) == 0 {
+		if v.ID != synth.CatalogVoiceID(v.Alias) || !synth.ValidAlias(v.Alias) || len(v.Labels) == 0 {
 			t.Errorf("catalog voice %+v", v)
 		}
 		aliases = append(aliases, v.Alias)

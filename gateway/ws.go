@@ -213,7 +213,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 			return
 		}
 		opened := time.Now()
-		s.synth.m.sessions.Inc()
+		s.synth.m.Sessions.Inc()
 		var x *sessions.Session
 		var once sync.Once
 		done := func(rerr error) {
@@ -225,7 +225,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 				// (KeepHijackedConns): closing it is ours.
 				conn.Close()
 				a.Done(0) // the handshake charged nothing: no refund call
-				s.synth.m.sessions.Dec()
+				s.synth.m.Sessions.Dec()
 				w.wg.Done()
 				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
 					"duration", time.Since(opened), "reason", errText(rerr))

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/sessions"
+	"voicesvc/telemetry"
 )
 
 // The realtime contexts' series and spans (sessions.ContextObserver):
@@ -35,7 +36,7 @@ func (s *Server) wsObserverFor(ctx *fasthttp.RequestCtx) sessions.ContextObserve
 }
 
 func (o *wsObserver) ContextStarted(start time.Time, engine string) sessions.ContextSpan {
-	o.s.synth.m.contexts.Inc()
+	o.s.synth.m.Contexts.Inc()
 	c := &wsContext{o: o, start: start, engine: engine}
 	if o.s.tracer != nil {
 		_, c.span = o.s.tracer.Start(context.Background(), "websocket context",
@@ -61,7 +62,7 @@ func (c *wsContext) TraceID() string {
 }
 
 func (c *wsContext) FirstAudio(ttfa, engine time.Duration) {
-	c.o.s.synth.m.series(transportWebSocket).firstAudio(c.engine, ttfa)
+	c.o.s.series(telemetry.WebSocket).FirstAudio(c.engine, ttfa)
 	if c.span == nil {
 		return
 	}
@@ -74,15 +75,10 @@ func (c *wsContext) FirstAudio(ttfa, engine time.Duration) {
 }
 
 func (c *wsContext) End(outcome string, d time.Duration) {
-	m := c.o.s.synth.m
-	m.contexts.Dec()
-	ts := m.series(transportWebSocket)
-	ts.duration.Observe(d.Seconds())
-	if outcome == "ok" {
-		ts.ok.Inc()
-	} else {
-		c.o.s.synth.outcomes.WithLabelValues(transportWebSocket, outcome).Inc()
-	}
+	c.o.s.synth.m.Contexts.Dec()
+	ts := c.o.s.series(telemetry.WebSocket)
+	ts.Duration.Observe(d.Seconds())
+	ts.Outcome(outcome)
 	if c.span != nil {
 		c.span.SetAttributes(attribute.String("voicesvc.outcome", outcome))
 		switch outcome {

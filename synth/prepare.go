@@ -10,16 +10,13 @@ import (
 
 // Prepare turns validated options and the voice into an engine request.
 //
-// The voice must be ready (voice_not_ready). The language defaults to the
+// The voice is one Service.Voice let through (ready, usable). The language defaults to the
 // voice's primary language and must be one the engine speaks
 // (invalid_language, see langtag.Match); with neither, the engine's first
 // language. The voice's settings are defaults
 // that the request overrides: speed, pitch and volume map to engine.Params
 // as they are; the voice's style is its default expressiveness.
 func Prepare(v *control.Voice, o Options, langs []string) (engine.Request, error) {
-	if v.Status != control.VoiceReady {
-		return engine.Request{}, control.Errorf(control.EVoiceNotReady, "voice %s is %s, not ready", v.ID, v.Status)
-	}
 	lang := o.Language
 	if lang == "" {
 		lang = v.PrimaryLanguage

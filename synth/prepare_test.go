@@ -24,9 +24,6 @@ func TestPrepare(t *testing.T) {
 		expr     float64 // -1: nil
 		numSteps int
 	}{
-		{"draft", voice(control.VoiceDraft, "en", nil), base, control.EVoiceNotReady, "", 0, -1, 0},
-		{"processing", voice(control.VoiceProcessing, "en", nil), base, control.EVoiceNotReady, "", 0, -1, 0},
-		{"failed", voice(control.VoiceFailed, "en", nil), base, control.EVoiceNotReady, "", 0, -1, 0},
 		{"primary language", voice(control.VoiceReady, "hi", nil), base, "", "hi", 0, -1, 32},
 		{"request language", voice(control.VoiceReady, "hi", nil), with(base, func(o *Options) { o.Language = "EN" }), "", "en", 0, -1, 32},
 		{"region falls back", voice(control.VoiceReady, "en", nil), with(base, func(o *Options) { o.Language = "en-GB" }), "", "en", 0, -1, 32},

@@ -18,6 +18,7 @@ import (
 	"voicesvc/gateway"
 	"voicesvc/netguard"
 	"voicesvc/redact"
+	"voicesvc/synth"
 )
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
@@ -65,7 +66,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		return fmt.Errorf("engines: %w", err)
 	}
 
-	if err := gateway.SeedCatalog(ctx, store, eng, upstreams...); err != nil {
+	if err := synth.SeedCatalog(ctx, store, eng, upstreams...); err != nil {
 		return fmt.Errorf("catalog: %w", err)
 	}
 

@@ -1,4 +1,4 @@
-package gateway
+package synth
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func CatalogVoiceID(alias string) string {
 // SeedCatalog makes the catalog workspace own exactly the engines' voices,
 // public and ready, each with its alias (docs/api.md#voices): eng's
 // (the built-in engine) and each upstream's, which name their engine.
-// Without an engine it seeds fallbackCatalog, the espeak-ng voices the
+// Without an engine it seeds FallbackCatalog, the espeak-ng voices the
 // embedded engine ships, so that a fresh server lists voices at once.
 // An alias two engines claim stops the seeding. Safe to run at every start
 // and from several servers (with the same configuration).
@@ -36,7 +36,7 @@ func SeedCatalog(ctx context.Context, store control.VoiceService, eng engine.Eng
 	if eng != nil {
 		cat = eng.Catalog()
 	} else {
-		cat = fallbackCatalog
+		cat = FallbackCatalog
 	}
 	voices, err := catalogVoices(cat, "", control.NowMS())
 	if err != nil {
@@ -52,7 +52,7 @@ func SeedCatalog(ctx context.Context, store control.VoiceService, eng engine.Eng
 	seen := make(map[string]string, len(voices))
 	for _, v := range voices {
 		if other, dup := seen[v.Alias]; dup {
-			return fmt.Errorf("gateway: catalog alias %q is claimed by two engines (%q and %q; \"\" is the built-in)",
+			return fmt.Errorf("synth: catalog alias %q is claimed by two engines (%q and %q; \"\" is the built-in)",
 				v.Alias, other, v.Engine)
 		}
 		seen[v.Alias] = v.Engine
@@ -67,8 +67,8 @@ func catalogVoices(cat []engine.CatalogVoice, engineName string, now int64) ([]*
 	seen := make(map[string]bool, len(cat))
 	voices := make([]*control.Voice, 0, len(cat))
 	for _, c := range cat {
-		if !validAlias(c.Alias) || seen[c.Alias] {
-			return nil, fmt.Errorf("gateway: catalog alias %q is invalid or repeated", c.Alias)
+		if !ValidAlias(c.Alias) || seen[c.Alias] {
+			return nil, fmt.Errorf("synth: catalog alias %q is invalid or repeated", c.Alias)
 		}
 		seen[c.Alias] = true
 		lang, ok := langtag.Canonical(c.Language)
@@ -94,8 +94,8 @@ func catalogVoices(cat []engine.CatalogVoice, engineName string, now int64) ([]*
 	return voices, nil
 }
 
-// validAlias: lowercase letters, digits and hyphens (docs/api.md#voice-object).
-func validAlias(a string) bool {
+// ValidAlias: lowercase letters, digits and hyphens (docs/api.md#voice-object).
+func ValidAlias(a string) bool {
 	if a == "" || len(a) > 64 {
 		return false
 	}
@@ -108,10 +108,10 @@ func validAlias(a string) bool {
 	return true
 }
 
-// fallbackCatalog lists real espeak-ng voices (language + variant) until
+// FallbackCatalog lists real espeak-ng voices (language + variant) until
 // the engine provides its own catalog; Profile is the espeak-ng voice name
 // the embedded engine understands.
-var fallbackCatalog = func() []engine.CatalogVoice {
+var FallbackCatalog = func() []engine.CatalogVoice {
 	type v struct{ alias, name, lang, voice, gender, accent string }
 	list := []v{
 		{"en-us-m1", "English (US) Male", "en-US", "en-us+m1", "male", "american"},
