@@ -90,6 +90,15 @@ type FLACEncoder struct {
 // and any integer rate up to 65535 fits a frame header).
 func NewFLACEncoder(rate int) (*FLACEncoder, error) { return newFLACEncoder(rate, FLACBlockSize) }
 
+// newFLACStream is the registry's constructor: FLAC at the requested rate.
+func newFLACStream(c EncoderConfig) (Encoder, error) {
+	e, err := NewFLACEncoder(c.Rate)
+	if err != nil {
+		return nil, err
+	}
+	return &appendEncoder{a: e}, nil
+}
+
 func newFLACEncoder(rate, block int) (*FLACEncoder, error) {
 	if rate <= 0 || rate > 655350 {
 		return nil, fmt.Errorf("codec: flac at %d Hz", rate)

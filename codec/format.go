@@ -2,8 +2,9 @@
 // clients ask for, resamples it with libsoxr, and decodes uploaded clips
 // back to float32 mono.
 //
-// A Pipeline per stream does the whole conversion; NewPipeline picks the
-// encoder from the Format:
+// A Pipeline per stream does the whole conversion; NewPipeline asks the
+// format registry (registry.go) for the Format's entry, a FormatSpec, which
+// sets the rate and makes the Encoder. The registered formats:
 //
 //   - raw: s16le, s24le, s32le, f32le, f64le (linear PCM) and mulaw, alaw
 //     (G.711, one byte per sample, telephony), at any rate; IsPCM is true
@@ -19,10 +20,35 @@
 // ParseFormat accepts the output_format names only (the raw formats, wav,
 // opus, mp3); OggOpus and FLAC are containers the compatible endpoint
 // selects by its own response_format names.
+//
+// # Adding a format
+//
+// A format is its encoder file and one entry in formatTable (registry.go);
+// nothing else in the package lists formats:
+//
+//  1. Declare the Format constant (this file) if callers are to name it.
+//  2. In the encoder's own file, implement Encoder: Write emits whole units
+//     of the format (a packet, whole pages or frames) from a buffer the
+//     encoder owns and reuses, so that a warm stream does not allocate;
+//     Flush drains it once (later calls emit nothing); Close frees any C
+//     state and is idempotent. A library with an append-style API
+//     (Encode(dst, samples) / Flush(dst) / Close, as FLACEncoder and
+//     MP3Encoder) needs no Encoder of its own: wrap it in appendEncoder.
+//     Add the constructor, func(EncoderConfig) (Encoder, error).
+//  3. Add the FormatSpec to formatTable: the name, its ContentType, its
+//     Framing, BytesPerSample for a raw format (with put and get, which
+//     AppendPCM and DecodePCM then use, and New: newPCMEncoder), FixedRate
+//     or Rate if it cannot encode at any rate, OutputFormat if the public
+//     output_format parameter may name it, and New.
+//
+// NewPipeline, ParseFormat, BytesPerSample, IsPCM, AppendPCM and DecodePCM
+// then know it, and TestRegistryRoundTrip checks it (with a decoder from
+// decodeUnits where the package has one). Callers outside the package
+// that map formats to their own names or media types still do so
+// themselves (LookupFormat gives them the entry).
 package codec
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 )
@@ -57,29 +83,21 @@ const (
 
 // ParseFormat accepts the exact lower-case names only: the interface is
 // case-sensitive and a lenient parser would accept requests that other
-// servers in a deployment refuse.
+// servers in a deployment refuse. The names are those of the registry
+// entries marked OutputFormat.
 func ParseFormat(s string) (Format, bool) {
-	switch f := Format(s); f {
-	case S16LE, S24LE, S32LE, F32LE, F64LE, WAV, Opus, MP3, MuLaw, ALaw:
-		return f, true
+	if spec := lookup(Format(s)); spec != nil && spec.OutputFormat {
+		return spec.Format, true
 	}
 	return "", false
 }
 
 // BytesPerSample is the size of one mono sample for the raw formats (linear
-// PCM and G.711) and 0 for containers and codecs.
+// PCM and G.711) and 0 for containers, codecs and unknown formats: the
+// registry entry's BytesPerSample.
 func (f Format) BytesPerSample() int {
-	switch f {
-	case MuLaw, ALaw:
-		return 1
-	case S16LE:
-		return 2
-	case S24LE:
-		return 3
-	case S32LE, F32LE:
-		return 4
-	case F64LE:
-		return 8
+	if spec := lookup(f); spec != nil {
+		return spec.BytesPerSample
 	}
 	return 0
 }
@@ -116,40 +134,15 @@ func grow(b []byte, n int) []byte {
 // the middle of each code's step) to float32 samples. The input must hold
 // whole samples.
 func DecodePCM(f Format, b []byte) ([]float32, error) {
-	n := f.BytesPerSample()
-	if n == 0 {
+	spec := lookup(f)
+	if spec == nil || spec.BytesPerSample == 0 {
 		return nil, fmt.Errorf("%w: %q is not a PCM format", ErrUnknownFormat, f)
 	}
+	n := spec.BytesPerSample
 	if len(b)%n != 0 {
 		return nil, fmt.Errorf("%w: %d bytes is not a whole number of %s samples", ErrCorrupt, len(b), f)
 	}
 	out := make([]float32, len(b)/n)
-	switch f {
-	case MuLaw:
-		decodeG711(out, b, &muLawFloat)
-	case ALaw:
-		decodeG711(out, b, &aLawFloat)
-	default:
-		decodeInts(out, b, f)
-	}
+	spec.get(out, b)
 	return out, nil
-}
-
-func decodeInts(out []float32, b []byte, f Format) {
-	le := binary.LittleEndian
-	for i := range out {
-		switch f {
-		case S16LE:
-			out[i] = float32(int16(le.Uint16(b[2*i:]))) / (1 << 15)
-		case S24LE:
-			v := int32(uint32(b[3*i])<<8|uint32(b[3*i+1])<<16|uint32(b[3*i+2])<<24) >> 8
-			out[i] = float32(v) / (1 << 23)
-		case S32LE:
-			out[i] = float32(float64(int32(le.Uint32(b[4*i:]))) / (1 << 31))
-		case F32LE:
-			out[i] = math.Float32frombits(le.Uint32(b[4*i:]))
-		case F64LE:
-			out[i] = float32(math.Float64frombits(le.Uint64(b[8*i:])))
-		}
-	}
 }

@@ -152,6 +152,9 @@ func putALaw(out []byte, s []float32) {
 	}
 }
 
+func getMuLaw(out []float32, b []byte) { decodeG711(out, b, &muLawFloat) }
+func getALaw(out []float32, b []byte)  { decodeG711(out, b, &aLawFloat) }
+
 func decodeG711(out []float32, b []byte, table *[256]float32) {
 	b = b[:len(out)]
 	for i, c := range b {

@@ -45,3 +45,13 @@ func MP3Rate(rate int) int {
 }
 
 func isMP3Rate(rate int) bool { return MP3Rate(rate) == rate }
+
+// newMP3Stream is the registry's constructor: CBR MP3 at the default
+// bitrate (ErrNoMP3 in builds tagged nomp3).
+func newMP3Stream(c EncoderConfig) (Encoder, error) {
+	e, err := NewMP3Encoder(c.Rate, 0)
+	if err != nil {
+		return nil, err
+	}
+	return &appendEncoder{a: e}, nil
+}

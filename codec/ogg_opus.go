@@ -129,6 +129,18 @@ func (w *OggOpusWriter) Flush(emit func([]byte) error) error {
 	return emitNonEmpty(w.out, emit)
 }
 
+// Close does nothing: all state is Go memory. It makes the writer the
+// Encoder of Ogg Opus.
+func (w *OggOpusWriter) Close() error { return nil }
+
+func newOggOpusEncoder(c EncoderConfig) (Encoder, error) {
+	w, err := NewOggOpusWriter(c.InputRate, 0)
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
 // addPacket closes the open page when it is full, then adds the packet.
 // Closing a page only when the next packet arrives keeps the last packet
 // for Flush, which must flag its page end-of-stream.

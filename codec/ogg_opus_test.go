@@ -192,7 +192,7 @@ func TestOggOpus(t *testing.T) {
 			parseOgg(t, u) // every unit holds whole pages
 			all = append(all, u...)
 		}
-		n := p.ogg.samples
+		n := p.enc.(*OggOpusWriter).samples
 		if n < 47990 || n > 48010 {
 			t.Fatalf("%d samples at 48 kHz for one second", n)
 		}
@@ -233,7 +233,7 @@ func TestOggOpusTools(t *testing.T) {
 	for _, n := range []int{24000, 1, 0} {
 		p, writes, flush := stream(t, OggOpus, 24000, 24000, voiceLike(n, 24000), 480)
 		all := bytes.Join(append(writes, flush...), nil)
-		checkOggOpus(t, all, 24000, p.ogg.samples)
+		checkOggOpus(t, all, 24000, p.enc.(*OggOpusWriter).samples)
 		path := tempFile(t, "a.opus", all)
 		info := string(run(t, "opusinfo", path))
 		if regexp.MustCompile(`(?i)warning|error|corrupt|hole`).MatchString(info) {
@@ -256,8 +256,8 @@ func TestOggOpusTools(t *testing.T) {
 		if err != nil || rate != 48000 {
 			t.Fatalf("opusdec output: %d Hz, %v", rate, err)
 		}
-		if int64(len(s)) != p.ogg.samples {
-			t.Errorf("opusdec: %d samples, wrote %d", len(s), p.ogg.samples)
+		if int64(len(s)) != p.enc.(*OggOpusWriter).samples {
+			t.Errorf("opusdec: %d samples, wrote %d", len(s), p.enc.(*OggOpusWriter).samples)
 		}
 	}
 }

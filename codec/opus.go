@@ -94,6 +94,18 @@ func (p *OpusPacketizer) Flush(emit func(packet []byte) error) error {
 	return err
 }
 
+// Close does nothing: the encoder state is Go memory. It makes the
+// packetizer the Encoder of bare Opus.
+func (p *OpusPacketizer) Close() error { return nil }
+
+func newOpusEncoder(EncoderConfig) (Encoder, error) {
+	p, err := NewOpusPacketizer(0)
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
 func (p *OpusPacketizer) encode(frame []float32, emit func([]byte) error) error {
 	n, err := p.enc.EncodeFloat32(frame, p.packet)
 	if err != nil {

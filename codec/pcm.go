@@ -18,30 +18,71 @@ import (
 // and clipping, rounding edge cases and NaN leave the loop through a single
 // well-predicted branch per sample (quantize handles them exactly).
 func AppendPCM(dst []byte, f Format, samples []float32) []byte {
-	n := f.BytesPerSample()
-	if n == 0 {
+	spec := lookup(f)
+	if spec == nil || spec.put == nil {
 		panic(fmt.Sprintf("codec: AppendPCM with non-PCM format %q", f))
 	}
 	off := len(dst)
-	dst = grow(dst, n*len(samples))
-	out := dst[off:]
-	switch f {
-	case S16LE:
-		putS16(out, samples)
-	case S24LE:
-		putS24(out, samples)
-	case S32LE:
-		putS32(out, samples)
-	case F32LE:
-		putF32(out, samples)
-	case F64LE:
-		putF64(out, samples)
-	case MuLaw:
-		putMuLaw(out, samples)
-	case ALaw:
-		putALaw(out, samples)
-	}
+	dst = grow(dst, spec.BytesPerSample*len(samples))
+	spec.put(dst[off:], samples)
 	return dst
+}
+
+// pcmEncoder is the Encoder of every raw format: its registry entry's put
+// into one reused buffer, the whole chunk in one unit.
+type pcmEncoder struct {
+	n   int // bytes per sample
+	put func(out []byte, s []float32)
+	out []byte
+}
+
+func newPCMEncoder(c EncoderConfig) (Encoder, error) {
+	spec := lookup(c.Format)
+	if spec == nil || spec.put == nil {
+		return nil, fmt.Errorf("%w: %q is not a PCM format", ErrUnknownFormat, c.Format)
+	}
+	return &pcmEncoder{n: spec.BytesPerSample, put: spec.put}, nil
+}
+
+func (e *pcmEncoder) Write(samples []float32, emit func([]byte) error) error {
+	e.out = grow(e.out[:0], e.n*len(samples))
+	e.put(e.out, samples)
+	return emitNonEmpty(e.out, emit)
+}
+
+func (e *pcmEncoder) Flush(func([]byte) error) error { return nil }
+func (e *pcmEncoder) Close() error                   { return nil }
+
+// getS16 to getF64 decode whole little-endian samples (DecodePCM).
+func getS16(out []float32, b []byte) {
+	for i := range out {
+		out[i] = float32(int16(binary.LittleEndian.Uint16(b[2*i:]))) / (1 << 15)
+	}
+}
+
+func getS24(out []float32, b []byte) {
+	for i := range out {
+		v := int32(uint32(b[3*i])<<8|uint32(b[3*i+1])<<16|uint32(b[3*i+2])<<24) >> 8
+		out[i] = float32(v) / (1 << 23)
+	}
+}
+
+func getS32(out []float32, b []byte) {
+	for i := range out {
+		out[i] = float32(float64(int32(binary.LittleEndian.Uint32(b[4*i:]))) / (1 << 31))
+	}
+}
+
+func getF32(out []float32, b []byte) {
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:]))
+	}
+}
+
+func getF64(out []float32, b []byte) {
+	for i := range out {
+		out[i] = float32(math.Float64frombits(binary.LittleEndian.Uint64(b[8*i:])))
+	}
 }
 
 // quantize maps x to a signed integer of the given full scale, rounding to

@@ -211,3 +211,35 @@ func sanitize(x float32) float32 {
 	}
 	return x
 }
+
+// wavEncoder streams a 16-bit mono WAV: the header (sizes unknown) in front
+// of the first unit, then s16le. A stream without audio still gets the
+// header, from Flush, so the client always receives a valid file.
+type wavEncoder struct {
+	rate   int
+	header bool // sent
+	out    []byte
+}
+
+func newWAVEncoder(c EncoderConfig) (Encoder, error) { return &wavEncoder{rate: c.Rate}, nil }
+
+func (e *wavEncoder) Write(samples []float32, emit func([]byte) error) error {
+	e.out = e.out[:0]
+	if !e.header {
+		e.header = true
+		e.out = AppendWAVHeader(e.out, e.rate, 16, false, -1)
+	}
+	off := len(e.out)
+	e.out = grow(e.out, 2*len(samples))
+	putS16(e.out[off:], samples)
+	return emitNonEmpty(e.out, emit)
+}
+
+func (e *wavEncoder) Flush(emit func([]byte) error) error {
+	if e.header {
+		return nil
+	}
+	return e.Write(nil, emit)
+}
+
+func (e *wavEncoder) Close() error { return nil }

@@ -10,7 +10,7 @@ import (
 	"github.com/fasthttp/websocket"
 
 	"voicesvc/control"
-	"voicesvc/goroutines"
+	"voicesvc/internal/testutil/goroutines"
 )
 
 // Through the whole gateway an idle session holds no goroutine, with or

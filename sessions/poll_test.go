@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
-	"voicesvc/goroutines"
+	"voicesvc/internal/testutil/goroutines"
 
 	"github.com/fasthttp/websocket"
 	"github.com/gobwas/ws"

@@ -13,7 +13,7 @@ func parkedHere(started *sync.WaitGroup, release <-chan struct{}) {
 }
 
 func TestIn(t *testing.T) {
-	const fn = "voicesvc/goroutines.parkedHere"
+	const fn = "voicesvc/internal/testutil/goroutines.parkedHere"
 	if n, _ := In(fn); n != 0 {
 		t.Fatalf("%d goroutines in %s before any started", n, fn)
 	}
@@ -30,7 +30,7 @@ func TestIn(t *testing.T) {
 		if n != count || !strings.Contains(stacks, fn) {
 			t.Errorf("In(%q) = %d with stacks %q, want %d", fn, n, stacks, count)
 		}
-		if other, _ := In("voicesvc/goroutines.nowhere"); other != 0 {
+		if other, _ := In("voicesvc/internal/testutil/goroutines.nowhere"); other != 0 {
 			t.Errorf("%d goroutines in a function that does not exist", other)
 		}
 		close(release)

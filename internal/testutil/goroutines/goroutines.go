@@ -1,7 +1,8 @@
-// Package goroutines counts the goroutines that are running some code, from
-// the runtime's goroutine profile. Tests use it to show that a part of the
-// server holds no goroutine while idle (an idle realtime session), which
-// runtime.NumGoroutine cannot tell apart from the test's own.
+// Package goroutines is a test helper: it counts the goroutines that are
+// running some code, from the runtime's goroutine profile. Tests use it to
+// show that a part of the server holds no goroutine while idle (an idle
+// realtime session), which runtime.NumGoroutine cannot tell apart from the
+// test's own. Being internal, it is not part of the module's API.
 package goroutines
 
 import (
