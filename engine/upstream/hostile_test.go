@@ -348,3 +348,29 @@ func TestSentenceBytes(t *testing.T) {
 		t.Errorf("the reference engine's %d bytes are near the ceiling %g", n, limit)
 	}
 }
+
+// TestHostileAhead: with a sentence rendered ahead, a hostile upstream
+// still fails the request as upstream_error within the bounds, and both
+// sentences' slots come back.
+func TestHostileAhead(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		answer func(*countWriter)
+	}{{"endless body", endlessBody}, {"drip", drip}} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHostile(t, tc.answer)
+			e := newEngine(t, []string{h.url()}, func(c *Config) { c.SentenceTimeout = 500 * time.Millisecond })
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			_, err := speak(ctx, e, "First sentence. Second sentence.", time.Time{})
+			if code := control.ErrorCode(synth.EngineError(err)); code != control.EUpstreamError {
+				t.Fatalf("err %v: code %q, want %s", err, code, control.EUpstreamError)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("failed after %v", took)
+			}
+			eventually(t, "the slots to come back", func() bool { return e.Replicas()[0].Outstanding == 0 })
+		})
+	}
+}
