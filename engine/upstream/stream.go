@@ -134,7 +134,7 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 	// declares more fails at once.
 	limit := e.cfg.maxSentenceBytes(body.Input, body.Speed)
 	if resp.ContentLength > limit {
-		return false, false, e.tooLong(r, body, limit, fmt.Sprintf("declared Content-Length %d", resp.ContentLength))
+		return false, false, e.tooLong(r, body, limit, fmt.Sprintf("declared Content-Length %d, more", resp.ContentLength))
 	}
 	var got int64
 	bp := readBuffers.Get().(*[]byte)
