@@ -62,6 +62,9 @@ type Suite struct {
 	clipOnce sync.Once
 	clip     []byte
 	clipErr  error
+	upOnce   sync.Once
+	up       *upRig
+	upErr    error
 
 	Main     *Server
 	MainEnv  *Env

@@ -3,6 +3,8 @@ package chaos
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"net"
 	"testing"
 	"time"
@@ -62,5 +64,37 @@ func TestSummaryPointsNearestSamples(t *testing.T) {
 	p := summaryPoints(samples, time.Hour)
 	if len(p) != 3 || p[0].label != "start" || p[1].label != "30 min" || p[1].requests != 30 || p[2].label != "60 min" {
 		t.Fatalf("points %+v", p)
+	}
+}
+
+// TestHostileUpstreamKinds: each misbehaviour of the upstream probes'
+// server starts its answer as the probe expects, and Close ends them all.
+func TestHostileUpstreamKinds(t *testing.T) {
+	h, err := startHostileUpstream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	for kind, want := range map[string]string{
+		"endless-body":    "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nConnection: close\r\n\r\n",
+		"endless-headers": "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nConnection: close\r\nX-Pad: ppp",
+		"endless-line":    "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nConnection: close\r\nX-Long: lll",
+		"drip":            "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nConnection: close\r\n\r\n\x11",
+		"huge-length":     "HTTP/1.1 200 OK\r\nContent-Type: audio/pcm\r\nConnection: close\r\nContent-Length: 1000000000\r\n",
+		"garbage":         "HTTP/1.1 200 OK\r\n",
+	} {
+		c, err := net.Dial("tcp", h.ln.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := `{"model":"m","input":"x","voice":"` + kind + `"}`
+		fmt.Fprintf(c, "POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got := make([]byte, len(want))
+		_, err = io.ReadFull(c, got)
+		c.Close()
+		if err != nil || string(got) != want {
+			t.Errorf("%s: %q (%v), want %q", kind, got, err, want)
+		}
 	}
 }

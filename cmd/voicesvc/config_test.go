@@ -29,6 +29,9 @@ engines:
     api_key: k1
     model: tts-1
     timeout: 2s
+    sentence_timeout: 30s
+    max_audio_seconds_per_char: 0.5
+    max_sentence_bytes: 4194304
     voices:
       - {alias: up1-linda, voice: linda, language: en-US, labels: {gender: female}}
 `
@@ -54,7 +57,8 @@ func TestConfigFilePrecedence(t *testing.T) {
 	}
 	e := c.Engines[0]
 	if e.Name != "up1" || e.URLs[0] != "http://127.0.0.1:9001/v1" || e.Timeout != 2*time.Second ||
-		e.MaxConcurrency != 8 || e.SampleRate != 24000 || e.Voices[0].Labels["gender"] != "female" {
+		e.MaxConcurrency != 8 || e.SampleRate != 24000 || e.Voices[0].Labels["gender"] != "female" ||
+		e.SentenceTimeout != 30*time.Second || e.MaxAudioSecondsPerChar != 0.5 || e.MaxSentenceBytes != 4<<20 {
 		t.Fatalf("engine: %+v", e)
 	}
 }
@@ -74,6 +78,8 @@ func TestConfigFileErrors(t *testing.T) {
 		{"engine invalid", "engines:\n  - name: up1\n    type: openai\n    urls: [ftp://x]\n    model: m\n", ":2: upstream engine up1: urls[0]"},
 		{"engine reserved name", "engines:\n  - {name: espeak, type: openai, urls: [http://x], model: m}\n", ":2: engine name \"espeak\""},
 		{"engine twice", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m}\n  - {name: a, type: openai, urls: [http://y], model: m}\n", ":3: engine name \"a\" is used twice"},
+		{"engine bad sentence_timeout", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m, sentence_timeout: -1s}\n", ":2: upstream engine a: sentence_timeout must not be negative"},
+		{"engine bad max_sentence_bytes", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m, max_sentence_bytes: lots}\n", ":2: "},
 		{"engine bad type", "engines:\n  - {name: a, type: openai, urls: [http://x], model: m, max_concurrency: lots}\n", ":2: "},
 	}
 	for _, c := range cases {

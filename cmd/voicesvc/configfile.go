@@ -24,7 +24,8 @@ var builtinEngines = []string{"espeak", "espeak-ng", "reference"}
 // silently ignored.
 var (
 	engineKeys = keySet("name", "type", "urls", "api_key", "api_key_env", "model", "sample_rate",
-		"max_concurrency", "timeout", "discover", "voices")
+		"max_concurrency", "timeout", "sentence_timeout", "max_audio_seconds_per_char", "max_sentence_bytes",
+		"discover", "voices")
 	voiceKeys = keySet("alias", "voice", "name", "language", "labels")
 )
 

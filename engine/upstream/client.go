@@ -55,10 +55,44 @@ type client struct {
 // conn is one connection with its buffers.
 type conn struct {
 	net.Conn
-	br   *bufio.Reader
+	br   *bufio.Reader // reads through lr
 	bw   *bufio.Writer
+	lr   limitReader
 	idle time.Time // when it went back to the pool
 }
+
+// limitReader reads the connection for br, failing with errHeaderTooLarge
+// once n bytes were read while n is armed (not negative): how do bounds
+// what the response's status line and headers may take, which
+// http.ReadResponse reads without limit (an upstream sending header lines
+// without end, or one endless line, took gigabytes of memory in seconds).
+type limitReader struct {
+	c net.Conn
+	n int64 // bytes left, or -1 when not bounded
+}
+
+func (l *limitReader) Read(p []byte) (int, error) {
+	if l.n < 0 {
+		return l.c.Read(p)
+	}
+	if l.n == 0 {
+		return 0, errHeaderTooLarge
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	k, err := l.c.Read(p)
+	l.n -= int64(k)
+	return k, err
+}
+
+// maxHeaderBytes bounds an answer's status line and headers. What the
+// connection may deliver while they are read is that much and one buffer
+// more, as br reads ahead into the body.
+const maxHeaderBytes = 64 << 10
+
+// errHeaderTooLarge: the answer's head went past maxHeaderBytes.
+var errHeaderTooLarge = fmt.Errorf("the answer's headers are larger than %d KiB", maxHeaderBytes>>10)
 
 // Buffer sizes: small bodies out, audio in; a 32 KiB read buffer takes a
 // Kokoro chunk in few reads.
@@ -159,7 +193,9 @@ func (c *client) do(ctx context.Context, req *request) (x *exchange, reused bool
 		pc.bw.WriteString("\r\n")
 	}
 	if err = pc.bw.Flush(); err == nil {
+		pc.lr.n = maxHeaderBytes + readBufferSize
 		x.resp, err = http.ReadResponse(pc.br, answerTo[req.method])
+		pc.lr.n = -1
 	}
 	if err != nil {
 		x.done(false)
@@ -199,7 +235,9 @@ func (c *client) dial(ctx context.Context) (*conn, error) {
 		}
 		nc = tc
 	}
-	return &conn{Conn: nc, br: bufio.NewReaderSize(nc, readBufferSize), bw: bufio.NewWriterSize(nc, writeBufferSize)}, nil
+	pc := &conn{Conn: nc, bw: bufio.NewWriterSize(nc, writeBufferSize), lr: limitReader{c: nc, n: -1}}
+	pc.br = bufio.NewReaderSize(&pc.lr, readBufferSize)
+	return pc, nil
 }
 
 // get takes the most recently used idle connection, nil when none is left

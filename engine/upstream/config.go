@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // Defaults of an upstream engine's configuration.
@@ -17,6 +18,19 @@ const (
 	DefaultEjectAfter     = 3
 	DefaultEjectFor       = 5 * time.Second
 	DefaultMaxWait        = 5 * time.Second
+	// A sentence's answer may hold at most this much audio per character
+	// of its text, at the engine's sample_rate (s16le mono): a generous
+	// ceiling (speech runs at about 0.07 s a character, 0.3 s at speed
+	// 0.25), which an upstream sending without end reaches within the
+	// sentence's own size.
+	DefaultMaxAudioSecondsPerChar = 1.0
+	// DefaultMaxSentenceBytes caps a sentence's answer whatever its text:
+	// 16 MiB, almost six minutes of 24 kHz audio.
+	DefaultMaxSentenceBytes = 16 << 20
+	// DefaultSentenceTimeout bounds the time a sentence waits for its
+	// upstream, every attempt together: an upstream that drips its answer
+	// holds a slot no longer.
+	DefaultSentenceTimeout = 60 * time.Second
 )
 
 // Config describes one upstream engine: an OpenAI-compatible speech server
@@ -41,6 +55,19 @@ type Config struct {
 	// Timeout bounds the wait for the first audio byte of a sentence, and
 	// any later stall of its stream.
 	Timeout time.Duration `yaml:"timeout"`
+	// SentenceTimeout bounds the time one sentence waits for the upstream
+	// (connecting, its headers, its audio; every attempt together, the
+	// time its listener holds the audio aside), however steadily audio
+	// arrives; past it the sentence fails (502 upstream_error).
+	SentenceTimeout time.Duration `yaml:"sentence_timeout"`
+	// MaxAudioSecondsPerChar and MaxSentenceBytes bound what the upstream
+	// may send for one sentence: the smaller of MaxAudioSecondsPerChar
+	// seconds of audio (at SampleRate, s16le mono, divided by a speed below
+	// 1) per character of its text, and MaxSentenceBytes. An answer
+	// declaring more, or sending more, fails the sentence (502
+	// upstream_error).
+	MaxAudioSecondsPerChar float64 `yaml:"max_audio_seconds_per_char"`
+	MaxSentenceBytes       int64   `yaml:"max_sentence_bytes"`
 	// Discover: Discover also lists GET {url}/audio/voices and adds each
 	// voice as alias "<name>-<voice>".
 	Discover bool    `yaml:"discover"`
@@ -166,6 +193,7 @@ func defaults(c *Config) error {
 		{"timeout", &c.Timeout, DefaultTimeout},
 		{"eject_for", &c.EjectFor, DefaultEjectFor},
 		{"max_wait", &c.MaxWait, DefaultMaxWait},
+		{"sentence_timeout", &c.SentenceTimeout, DefaultSentenceTimeout},
 	}
 	for _, f := range durs {
 		if *f.v < 0 {
@@ -175,7 +203,34 @@ func defaults(c *Config) error {
 			*f.v = f.def
 		}
 	}
+	switch {
+	case c.MaxAudioSecondsPerChar < 0 || c.MaxAudioSecondsPerChar != c.MaxAudioSecondsPerChar:
+		return fmt.Errorf("max_audio_seconds_per_char must not be negative")
+	case c.MaxAudioSecondsPerChar == 0:
+		c.MaxAudioSecondsPerChar = DefaultMaxAudioSecondsPerChar
+	case c.MaxAudioSecondsPerChar > 60:
+		return fmt.Errorf("max_audio_seconds_per_char %g is above 60", c.MaxAudioSecondsPerChar)
+	}
+	switch {
+	case c.MaxSentenceBytes < 0:
+		return fmt.Errorf("max_sentence_bytes must not be negative")
+	case c.MaxSentenceBytes == 0:
+		c.MaxSentenceBytes = DefaultMaxSentenceBytes
+	}
 	return nil
+}
+
+// maxSentenceBytes is what the upstream may send for a sentence of text
+// spoken at speed (0: the upstream's default): MaxAudioSecondsPerChar of
+// audio per character, longer at a speed below 1, at most
+// MaxSentenceBytes; at least one 20 ms chunk below that cap.
+func (c *Config) maxSentenceBytes(text string, speed float64) int64 {
+	secs := float64(utf8.RuneCountInString(text)) * c.MaxAudioSecondsPerChar
+	if speed > 0 && speed < 1 {
+		secs /= speed
+	}
+	n := max(secs*float64(c.SampleRate)*2, float64(c.SampleRate*2)*chunkDuration.Seconds())
+	return min(int64(n), c.MaxSentenceBytes)
 }
 
 func validName(s string) bool { return len(s) <= 32 && validAlias(s) }

@@ -152,3 +152,7 @@ func messageOf(v any) string {
 }
 
 var errTimeout = errors.New("no audio within the timeout")
+
+// errSentenceTimeout: the sentence waited for its upstream longer than
+// its SentenceTimeout, its attempts together.
+var errSentenceTimeout = errors.New("the sentence took longer than its sentence_timeout")

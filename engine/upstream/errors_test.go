@@ -145,7 +145,8 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if c.APIKey != "vsk_env" || c.SampleRate != 24000 || c.MaxConcurrency != 8 || c.Timeout != 10*time.Second ||
 		c.EjectAfter != 3 || c.EjectFor != 5*time.Second || c.MaxWaiting != 32 || c.URLs[0] != "http://127.0.0.1:9001/v1" ||
-		c.Voices[0].Name != "up1-a" {
+		c.Voices[0].Name != "up1-a" || c.SentenceTimeout != 60*time.Second || c.MaxAudioSecondsPerChar != 1 ||
+		c.MaxSentenceBytes != 16<<20 {
 		t.Errorf("defaults: %+v", c)
 	}
 	tests := []struct {
@@ -165,6 +166,10 @@ func TestConfigValidate(t *testing.T) {
 		{func(c *Config) { c.SampleRate = 100 }, "sample_rate"},
 		{func(c *Config) { c.MaxConcurrency = -1 }, "max_concurrency"},
 		{func(c *Config) { c.Timeout = -time.Second }, "timeout"},
+		{func(c *Config) { c.SentenceTimeout = -time.Second }, "sentence_timeout"},
+		{func(c *Config) { c.MaxAudioSecondsPerChar = -1 }, "max_audio_seconds_per_char"},
+		{func(c *Config) { c.MaxAudioSecondsPerChar = 61 }, "max_audio_seconds_per_char"},
+		{func(c *Config) { c.MaxSentenceBytes = -1 }, "max_sentence_bytes"},
 		{func(c *Config) { c.Voices[0].Alias = "Bad Alias" }, "alias"},
 		{func(c *Config) { c.Voices = append(c.Voices, c.Voices[0]) }, "repeated"},
 		{func(c *Config) { c.Voices[0].Voice = "" }, "voice is required"},

@@ -10,8 +10,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"voicesvc/engine"
 	"voicesvc/jsonw"
@@ -62,21 +64,51 @@ var readBuffers = sync.Pool{New: func() any { b := make([]byte, 16<<10); return 
 // attempt sends the sentence to r and streams its audio to emit. emitted
 // says whether any chunk reached emit; stale that the request failed on a
 // reused connection before any answer, which is worth resending at once.
-func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, index int, emit func(engine.Chunk) error) (emitted, stale bool, aerr *attemptError) {
+//
+// left is what remains of the sentence's SentenceTimeout, and the attempt
+// takes the time it waits for the upstream off it. What the upstream may
+// send is bounded by Config.maxSentenceBytes.
+func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, index int, left *time.Duration, emit func(engine.Chunk) error) (emitted, stale bool, aerr *attemptError) {
 	r.stats.requests.Add(1)
 	actx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	// Until the first audio byte, then between reads: a stalled stream
-	// ends like one that never started.
-	timer := time.AfterFunc(e.cfg.Timeout, func() { cancel(errTimeout) })
-	defer timer.Stop()
+	// The clock runs only while we wait for the upstream, with two bounds:
+	// Timeout until the first audio byte, then between reads (a stalled
+	// stream ends like one that never started), and what is left of the
+	// sentence's SentenceTimeout (an upstream that drips its answer, a
+	// byte at a time, ends there). overall says which one the timer was
+	// last armed for.
+	var overall atomic.Bool
+	arm := func() time.Duration {
+		overall.Store(*left <= e.cfg.Timeout)
+		return min(e.cfg.Timeout, *left)
+	}
+	since := time.Now()
+	timer := time.AfterFunc(arm(), func() {
+		if overall.Load() {
+			cancel(errSentenceTimeout)
+		} else {
+			cancel(errTimeout)
+		}
+	})
+	defer func() {
+		timer.Stop()
+		if !since.IsZero() {
+			*left -= time.Since(since)
+		}
+	}()
 	bb := bodyBuffers.Get().(*[]byte)
 	*bb = body.appendJSON((*bb)[:0])
 	x, reused, err := r.client.do(actx, &request{method: http.MethodPost, head: r.speechHead, body: *bb})
 	bodyBuffers.Put(bb)
 	if err != nil {
 		aerr = e.transportError(ctx, actx, r, err, "request failed")
-		return false, reused && aerr.class != classCancel && !errors.Is(context.Cause(actx), errTimeout), aerr
+		// A reused connection the server had closed fails before any
+		// answer; a timeout or an oversized answer is no such race.
+		cause := context.Cause(actx)
+		stale = reused && aerr.class != classCancel && !errors.Is(cause, errTimeout) &&
+			!errors.Is(cause, errSentenceTimeout) && !errors.Is(err, errHeaderTooLarge)
+		return false, stale, aerr
 	}
 	// Reused only when the body was read to its end; otherwise the
 	// connection is closed, and the upstream sees the disconnect and
@@ -97,6 +129,14 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 		return false, false, &attemptError{class: classUpstream,
 			err: fmt.Errorf("upstream %s (%s): %w", e.cfg.Name, r.display, err)}
 	}
+	// What the upstream may send for this sentence: an answer without end
+	// (no Content-Length, pcm forever) fails once past it, and one that
+	// declares more fails at once.
+	limit := e.cfg.maxSentenceBytes(body.Input, body.Speed)
+	if resp.ContentLength > limit {
+		return false, false, e.tooLong(r, body, limit, fmt.Sprintf("declared Content-Length %d, more", resp.ContentLength))
+	}
+	var got int64
 	bp := readBuffers.Get().(*[]byte)
 	defer readBuffers.Put(bp)
 	pcm := pcmChunker{sentence: index, size: e.chunk}
@@ -107,10 +147,16 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 	for {
 		n, rerr := resp.Body.Read(*bp)
 		if n > 0 {
+			if got += int64(n); got > limit {
+				pcm.drop()
+				return emitted, false, e.tooLong(r, body, limit, "sent more")
+			}
 			// The clock runs only while we wait for the upstream: emit
 			// may block as long as the listener needs (a WebSocket
 			// session pauses synthesis while its client catches up).
 			timer.Stop()
+			*left -= time.Since(since)
+			since = time.Time{}
 			err := pcm.write((*bp)[:n], out)
 			if err == nil && !emitted && len(pcm.cur) > 0 {
 				// The sentence's first audio leaves with the first read,
@@ -121,7 +167,8 @@ func (e *Engine) attempt(ctx context.Context, r *replica, body *speechBody, inde
 				pcm.drop()
 				return emitted, false, &attemptError{class: classCancel, err: err}
 			}
-			timer.Reset(e.cfg.Timeout)
+			since = time.Now()
+			timer.Reset(arm())
 		}
 		if rerr == io.EOF {
 			atEOF = true
@@ -144,6 +191,9 @@ func (e *Engine) transportError(ctx, actx context.Context, r *replica, err error
 	switch {
 	case ctx.Err() != nil:
 		return &attemptError{class: classCancel, err: ctx.Err()}
+	case errors.Is(context.Cause(actx), errSentenceTimeout):
+		return &attemptError{class: classUpstream, unhealthy: true, retry: true,
+			err: fmt.Errorf("upstream %s (%s): %s: %w (sentence_timeout %v)", e.cfg.Name, r.display, what, errSentenceTimeout, e.cfg.SentenceTimeout)}
 	case errors.Is(context.Cause(actx), errTimeout):
 		return &attemptError{class: classUpstream, unhealthy: true, retry: true,
 			err: fmt.Errorf("upstream %s (%s): %s: %w (%v)", e.cfg.Name, r.display, what, errTimeout, e.cfg.Timeout)}
@@ -153,6 +203,15 @@ func (e *Engine) transportError(ctx, actx context.Context, r *replica, err error
 	}
 	return &attemptError{class: classUpstream, unhealthy: true, retry: true,
 		err: fmt.Errorf("upstream %s (%s): %s: %w", e.cfg.Name, r.display, what, err)}
+}
+
+// tooLong is the failure of an answer larger than limit, the bound of
+// Config.maxSentenceBytes: an upstream gone wrong (502 upstream_error),
+// which counts toward ejecting the replica.
+func (e *Engine) tooLong(r *replica, body *speechBody, limit int64, what string) *attemptError {
+	return &attemptError{class: classUpstream, unhealthy: true, retry: true,
+		err: fmt.Errorf("upstream %s (%s) %s than the %d bytes allowed for %d characters (max_audio_seconds_per_char %g, max_sentence_bytes %d)",
+			e.cfg.Name, r.display, what, limit, utf8.RuneCountInString(body.Input), e.cfg.MaxAudioSecondsPerChar, e.cfg.MaxSentenceBytes)}
 }
 
 // checkLayout compares the layout headers voicesvc's compat (and some

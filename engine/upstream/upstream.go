@@ -14,6 +14,13 @@
 // sentence that fails before any of its audio was emitted is retried once
 // on another replica.
 //
+// What an upstream may send for a sentence is bounded: its headers (64
+// KiB), its audio (max_audio_seconds_per_char of audio a character, at most
+// max_sentence_bytes) and the time the sentence waits for it
+// (sentence_timeout, its attempts together). Past any of them the sentence
+// fails as 502 upstream_error, so that an upstream sending without end, or
+// dripping, holds neither memory nor a slot.
+//
 // The profile of an upstream voice is the upstream's voice name, as bytes.
 package upstream
 
@@ -248,6 +255,7 @@ func (a *ahead) abandon(cancel context.CancelFunc) {
 func (e *Engine) sentence(ctx context.Context, body *speechBody, index int, due time.Time, emit func(engine.Chunk) error) error {
 	var failed *replica
 	var last error
+	left := e.cfg.SentenceTimeout // the attempts take their waits off it
 	for try := 0; try < 2; try++ {
 		r, err := e.sched.acquire(ctx, due, failed)
 		if err != nil {
@@ -262,7 +270,7 @@ func (e *Engine) sentence(ctx context.Context, body *speechBody, index int, due 
 		if failed != nil {
 			r.stats.retries.Add(1)
 		}
-		emitted, aerr := e.attemptStale(ctx, r, body, index, emit)
+		emitted, aerr := e.attemptStale(ctx, r, body, index, &left, emit)
 		if aerr == nil {
 			e.sched.release(r, classOK, false)
 			r.stats.completed.Add(1)
@@ -270,7 +278,7 @@ func (e *Engine) sentence(ctx context.Context, body *speechBody, index int, due 
 		}
 		e.sched.release(r, aerr.class, aerr.unhealthy)
 		e.count(r, aerr.class)
-		if emitted || !aerr.retry || ctx.Err() != nil {
+		if emitted || !aerr.retry || ctx.Err() != nil || left <= 0 {
 			return aerr.err
 		}
 		failed, last = r, aerr.err
@@ -296,11 +304,11 @@ func (e *Engine) count(r *replica, c class) {
 // its idle timeout, not a sign of ill health). Each such failure takes a
 // dead connection out of the pool; with a sentence rendered ahead there
 // can be more than one idle, hence up to maxStale resends.
-func (e *Engine) attemptStale(ctx context.Context, r *replica, body *speechBody, index int, emit func(engine.Chunk) error) (bool, *attemptError) {
-	emitted, stale, err := e.attempt(ctx, r, body, index, emit)
+func (e *Engine) attemptStale(ctx context.Context, r *replica, body *speechBody, index int, left *time.Duration, emit func(engine.Chunk) error) (bool, *attemptError) {
+	emitted, stale, err := e.attempt(ctx, r, body, index, left, emit)
 	for i := 0; stale && i < maxStale; i++ {
 		r.stats.staleRetries.Add(1)
-		emitted, stale, err = e.attempt(ctx, r, body, index, emit)
+		emitted, stale, err = e.attempt(ctx, r, body, index, left, emit)
 	}
 	return emitted, err
 }
