@@ -275,4 +275,3 @@ func (c countingMeter) Refund(ctx context.Context, ch control.Charge) error {
 	}
 	return err
 }
-
