@@ -136,7 +136,11 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, route st
 	res, err := job.Run(rctx, sink)
 	err = s.drain.cause(rctx, err)
 	cancel()
-	job.Finish(res.Samples)
+	delivered := res.Samples
+	if err != nil {
+		delivered = 0 // the body is dropped: the client gets an error, no audio
+	}
+	job.Finish(delivered)
 	s.outcome(route, err)
 	s.synthEnded(job, route, first, err)
 	if err != nil {

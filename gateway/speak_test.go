@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -266,5 +267,22 @@ func TestSpeakStreamOutlivesWriteTimeout(t *testing.T) {
 	b, err := io.ReadAll(resp.Body)
 	if resp.StatusCode != 200 || err != nil || len(b) != 11*1440*2 {
 		t.Fatalf("status %d, %d bytes, %v", resp.StatusCode, len(b), err)
+	}
+}
+
+// TestBufferedSpeakFailureRefunded: a buffered speak (wav) whose engine
+// fails after producing audio answers 502 with no audio, so nothing is
+// billed (the hostile upstream of issue 26 did this with an endless body).
+func TestBufferedSpeakFailureRefunded(t *testing.T) {
+	ss := newSynthServer(t, synthOpts{eng: &gatedEngine{Engine: newRef(0), failAt: 6}})
+	resp := ss.post("/voices/"+ss.voice+"/speak", ss.key, map[string]any{"text": "one two three four five six seven"})
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(string(body), control.EUpstreamError) {
+		t.Fatalf("status %d %s, want 502 upstream_error", resp.StatusCode, body)
+	}
+	bal, err := ss.store.Balance(t.Context(), ss.ws.ID, control.Month(time.Now()), 1_000_000)
+	if err != nil || bal.Used != 0 {
+		t.Fatalf("billed %d characters (%v) for a failed buffered speak, want 0", bal.Used, err)
 	}
 }
