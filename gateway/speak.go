@@ -133,7 +133,12 @@ func (s *Server) bufferedAudio(ctx *fasthttp.RequestCtx, job *synthJob, route st
 	if s.tracer != nil {
 		first, sink = timeFirstChunk(sink)
 	}
+	// A client that leaves while its clip is built stops the synthesis:
+	// nothing would read the body, and the slot would be held until the
+	// engine gave up (a dripping upstream held one for minutes).
+	watch := watchHangup(ctx.Conn(), cancel)
 	res, err := job.Run(rctx, sink)
+	watch.stop()
 	err = s.drain.cause(rctx, err)
 	cancel()
 	delivered := res.Samples

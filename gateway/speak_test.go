@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -284,5 +285,29 @@ func TestBufferedSpeakFailureRefunded(t *testing.T) {
 	bal, err := ss.store.Balance(t.Context(), ss.ws.ID, control.Month(time.Now()), 1_000_000)
 	if err != nil || bal.Used != 0 {
 		t.Fatalf("billed %d characters (%v) for a failed buffered speak, want 0", bal.Used, err)
+	}
+}
+
+// TestBufferedSpeakClientGone: a client that leaves while its wav is
+// being built frees the engine and its slot at once, not when the engine
+// ends (issue 26: a dripping upstream held the slot for minutes).
+func TestBufferedSpeakClientGone(t *testing.T) {
+	g := &gatedEngine{Engine: newRef(0), chunkGap: 200 * time.Millisecond}
+	ss := newSynthServer(t, synthOpts{eng: g})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(ss.base, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"text":"` + strings.Repeat("a long text that takes its time. ", 20) + `"}`
+	fmt.Fprintf(conn, "POST %s/voices/%s/speak HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+		APIRoot, ss.voice, ss.key, len(body), body)
+	if _, ok := waitFor(5*time.Second, func() bool { return g.running.Load() == 1 }); !ok {
+		t.Fatal("the synthesis never started")
+	}
+	conn.Close()
+	if _, ok := waitFor(2*time.Second, func() bool {
+		return g.running.Load() == 0 && ss.lim.InUse(ss.ws.ID, control.SlotStream) == 0
+	}); !ok {
+		t.Fatalf("engine running %d, slots %d after the client left", g.running.Load(), ss.lim.InUse(ss.ws.ID, control.SlotStream))
 	}
 }
