@@ -58,7 +58,7 @@ func (p *Principal) FromDashboard() bool { return strings.HasPrefix(p.KeyID, das
 // key or token sent instead is refused with 403, not 401: it may be valid,
 // it just cannot do this.
 func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*Principal, error) {
-	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || len(bearer(ctx)) > 0 {
+	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || hasAuthorization(ctx) {
 		return nil, errSessionOnly
 	}
 	return s.sessionPrincipal(ctx)
