@@ -38,7 +38,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*control.Pri
 	} else {
 		cred := bearer(ctx)
 		switch {
-		case len(cred) == 0 && !rt.bearerKeys:
+		case len(cred) == 0 && !rt.bearerKeys && !hasAuthorization(ctx):
 			p, err = s.sessionPrincipal(ctx)
 		case len(cred) == 0:
 			return nil, errUnauthorized

@@ -17,7 +17,7 @@ func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, errNotFound)
 		return
 	}
-	f, err := s.receiveUpload(ctx)
+	f, err := s.receiveUpload(ctx, p)
 	var clip *control.Clip
 	if err == nil {
 		clip, err = s.checkUpload(f)
@@ -45,7 +45,7 @@ func (s *Server) enroll(ctx *fasthttp.RequestCtx, p *control.Principal) {
 
 // POST /voices/clone: create a voice and enroll it in one step; 202.
 func (s *Server) clone(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	f, err := s.receiveUpload(ctx)
+	f, err := s.receiveUpload(ctx, p)
 	var clip *control.Clip
 	if err == nil {
 		clip, err = s.checkUpload(f)

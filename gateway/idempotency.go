@@ -68,7 +68,7 @@ func (s *Server) idempotent(h handlerFunc) handlerFunc {
 			return
 		}
 		key := string(raw)
-		fp, err := s.fingerprint(ctx)
+		fp, err := s.fingerprint(ctx, p)
 		if err != nil {
 			s.writeError(ctx, err)
 			return
@@ -173,10 +173,10 @@ func validIdempotencyKey(k []byte) bool {
 // not in memory: it is received here (receiveUpload hashes it on the way),
 // and an upload that cannot be received is refused before the key is
 // claimed.
-func (s *Server) fingerprint(ctx *fasthttp.RequestCtx) (string, error) {
+func (s *Server) fingerprint(ctx *fasthttp.RequestCtx, p *control.Principal) (string, error) {
 	var sum []byte
 	if isUploadRequest(ctx) {
-		f, err := s.receiveUpload(ctx)
+		f, err := s.receiveUpload(ctx, p)
 		if err != nil {
 			return "", err
 		}

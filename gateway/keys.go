@@ -137,8 +137,9 @@ func (s *Server) newKey(body []byte, p *control.Principal) (*control.APIKey, err
 	k := &control.APIKey{ID: control.NewID(), WorkspaceID: p.WorkspaceID, CreatedAt: control.NowMS()}
 	if in.Name != nil {
 		k.Name = strings.TrimSpace(*in.Name)
-		if utf8.RuneCountInString(k.Name) > keyNameMax || !utf8.ValidString(k.Name) {
-			return nil, control.Errorf(control.EInvalidRequest, "name: at most %d characters", keyNameMax)
+		if utf8.RuneCountInString(k.Name) > keyNameMax || !control.DisplayText(k.Name) {
+			return nil, control.Errorf(control.EInvalidRequest,
+				"name: at most %d characters, without control or bidirectional formatting characters", keyNameMax)
 		}
 	}
 	if in.Scopes == nil || len(*in.Scopes) == 0 {

@@ -234,6 +234,8 @@ type Server struct {
 	tracer     trace.Tracer   // tracing.go; nil: off
 	drain      drainState     // drain.go: Shutdown
 
+	uploadShares uploadShares // each workspace's uploads in progress (uploadshare.go)
+
 	uploads   chan struct{} // one per upload in progress (upload.go)
 	clipSlots chan struct{} // one per clip read back for the store (clone.go)
 	// tooLarge notes the requests whose Content-Length was over their

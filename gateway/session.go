@@ -48,7 +48,7 @@ var (
 // key or token sent instead is refused with 403, not 401: it may be valid,
 // it just cannot do this.
 func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
-	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || len(bearer(ctx)) > 0 {
+	if len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0 || hasAuthorization(ctx) {
 		return nil, errSessionOnly
 	}
 	return s.sessionPrincipal(ctx)

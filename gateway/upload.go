@@ -30,6 +30,9 @@ import (
 //   - a body that is not multipart/form-data (400), before reading;
 //   - a request beyond MaxUploads receiving at once (503 upstream_busy,
 //     Retry-After), before reading;
+//   - a request beyond its workspace's share of MaxUploads (uploadShare:
+//     a quarter, at least 2; 429 concurrency_limited, Retry-After), before
+//     reading;
 //   - a body that grows past MaxUploadBody while it arrives, chunked or
 //     not (413); one that stops arriving for UploadIdleTimeout, or is not
 //     complete after UploadReadTimeout (400); a malformed one (400).
@@ -60,6 +63,7 @@ type upload struct {
 	form    *uploadForm
 	err     error
 	slot    bool
+	ws      string // the workspace whose share the upload counts in; "": none
 	file    *os.File
 	bodyEOF bool // the body was read to its end
 	once    sync.Once
@@ -68,13 +72,13 @@ type upload struct {
 // receiveUpload reads the request's upload once; later calls in the same
 // request (the idempotency wrapper, then the handler) get the same result.
 // serveHTTP releases it after the handler.
-func (s *Server) receiveUpload(ctx *fasthttp.RequestCtx) (*uploadForm, error) {
+func (s *Server) receiveUpload(ctx *fasthttp.RequestCtx, p *control.Principal) (*uploadForm, error) {
 	if u, ok := ctx.UserValue(uploadKey).(*upload); ok {
 		return u.form, u.err
 	}
 	u := &upload{s: s}
 	ctx.SetUserValue(uploadKey, u) // released by serveHTTP, or Close at the request's reset
-	u.form, u.err = s.receive(ctx, u)
+	u.form, u.err = s.receive(ctx, u, p)
 	if u.err != nil {
 		u.form = nil
 	}
@@ -91,11 +95,14 @@ func (u *upload) Close() error {
 		if u.slot {
 			<-u.s.uploads
 		}
+		if u.ws != "" {
+			u.s.uploadShares.give(u.ws)
+		}
 	})
 	return nil
 }
 
-func (s *Server) receive(ctx *fasthttp.RequestCtx, u *upload) (*uploadForm, error) {
+func (s *Server) receive(ctx *fasthttp.RequestCtx, u *upload, p *control.Principal) (*uploadForm, error) {
 	if ctx.Request.Header.ContentLength() > s.cfg.MaxUploadBody {
 		return nil, errUploadTooLarge
 	}
@@ -108,6 +115,12 @@ func (s *Server) receive(ctx *fasthttp.RequestCtx, u *upload) (*uploadForm, erro
 		u.slot = true
 	default:
 		return nil, errUploadBusy
+	}
+	if p != nil {
+		if !s.uploadShares.take(p.WorkspaceID, uploadShare(cap(s.uploads))) {
+			return nil, errUploadShare // Close frees the server's slot
+		}
+		u.ws = p.WorkspaceID
 	}
 	var body io.Reader = ctx.RequestBodyStream()
 	if body == nil { // a request built in memory (tests, Handler())

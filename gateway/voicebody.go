@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"voicesvc/control"
@@ -151,19 +150,10 @@ func validLabels(ls []control.Label) error {
 	return nil
 }
 
-// printable: valid UTF-8 without control characters, so names and labels
+// printable: valid UTF-8 without control or bidirectional formatting
+// characters (control.DisplayText), so names and labels
 // render safely wherever they are shown.
-func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if unicode.IsControl(r) {
-			return false
-		}
-	}
-	return true
-}
+func printable(s string) bool { return control.DisplayText(s) }
 
 // settingsBody mirrors control.VoiceSettings with engine_params kept raw,
 // so that its size can be checked before it is decoded.

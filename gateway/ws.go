@@ -445,7 +445,7 @@ func isWebSocketHandshake(ctx *fasthttp.RequestCtx) bool {
 		string(ctx.Request.Header.PeekBytes(hdrWSVersion)) != "13" {
 		return false
 	}
-	return validWSKey(ctx.Request.Header.PeekBytes(hdrWSKey))
+	return oneWSKey(&ctx.Request.Header) && validWSKey(ctx.Request.Header.PeekBytes(hdrWSKey))
 }
 
 // validWSKey reports whether key is base64 of exactly 16 bytes. The length

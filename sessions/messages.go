@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"voicesvc/codec"
 	"voicesvc/control"
@@ -27,6 +28,10 @@ const (
 	maxTaskStartChars    = synth.MaxTextChars - 1
 	defaultGuidanceScale = 2.0
 	defaultLanguage      = "en"
+	// maxClientIDChars bounds the ids a client chooses and the server
+	// echoes (context_id is in every frame of its context, audio_chunk
+	// included): a longer one would multiply what the server sends.
+	maxClientIDChars = 256
 )
 
 // startRules are task_start's synthesis fields under the rules every
@@ -94,6 +99,10 @@ func contextID(f *synth.Fields) (string, *msgError) {
 	}
 	if !ok || id == "" {
 		return "", invalid("", "field context_id is required")
+	}
+	if utf8.RuneCountInString(id) > maxClientIDChars {
+		// Not echoed: the refusal would repeat what it refuses.
+		return "", invalid("", "field context_id must be at most %d characters", maxClientIDChars)
 	}
 	return id, nil
 }

@@ -30,9 +30,10 @@ type Config struct {
 	// slower than synthesis pauses its engine work here (256 KiB).
 	MaxQueued int
 	// MaxReplies bounds the replies to client messages (pongs, errors,
-	// task_started, task_cancelled) waiting to be written: a client that
-	// sends without reading is closed with 1008 beyond it (64 KiB, about
-	// 300 error replies or 250 full-size pongs).
+	// task_started, task_cancelled) waiting to be written (64 KiB, about
+	// 300 error replies or 250 full-size pongs): beyond it the client's
+	// next messages wait to be read (replies.go); one whose socket takes
+	// nothing for half the WriteTimeout meanwhile is closed with 1008.
 	MaxReplies int
 	// CloseGrace is how long Run waits for the client's close frame after
 	// sending its own (1 s).

@@ -32,12 +32,17 @@ var errGone = errors.New("sessions: context gone")
 // holds MaxQueued (pushAudio), and what else it queues (sentence_done,
 // task_done, task_failed) comes one to one with audio or with a context's
 // task_started on the prio lane (a context with nothing to speak ends at
-// once, so the client drives those through the cap). The prio lane cannot
-// wait (the reader must keep reading to see a close), so it is capped
-// instead: replies beyond MaxReplies mean the client sends but does not
-// read, and the session is closed with 1008 (overflowLocked). Without the
-// cap a client that pings and never reads grew a session by 310 MB per
-// million pings.
+// once, so the client drives those through the cap). The prio lane by
+// backpressure on the reader: a reply that would take it past MaxReplies
+// waits, and with it the reading of the client's messages, until the
+// writer has taken enough (waitRepliesLocked). A client that sends in
+// bursts while it reads is only slowed to the pace of its own reading.
+// Only a client whose socket takes nothing for replyStall while its
+// replies are at the bound is taken for one that does not read, and the
+// session is closed with 1008 (overflowLocked). Without the bound a client
+// that pings and never reads grew a session by 310 MB per million pings;
+// with it closing at once, a client that reads all the time but sent 300
+// task_start/task_cancel pairs in one burst was closed as well.
 type outq struct {
 	prio, main   []*frame
 	prioH, mainH int // heads: items before them were taken
@@ -49,6 +54,12 @@ type outq struct {
 	broken       bool      // a write failed: drop everything
 	space        sync.Cond // signalled when bytes shrink or a task goes
 	idle         sync.Cond // signalled when the writer exits
+
+	// progressAt is when the writer last made progress: started a
+	// write, finished one, or was started; inWrite: it is in a write.
+	progressAt time.Time
+	inWrite    bool
+	replyWait  bool // the reader waits for room on the prio lane (replies.go)
 }
 
 func (q *outq) init(l sync.Locker) {
@@ -66,9 +77,8 @@ func (s *session) pushLocked(f *frame, prio bool) {
 	}
 	f.cost = frameCost(f)
 	if prio {
-		if s.prioBytes+f.cost > s.cfg.MaxReplies {
+		if s.prioBytes > 0 && s.prioBytes+f.cost > s.cfg.MaxReplies && !s.waitRepliesLocked(f.cost) {
 			putFrame(f)
-			s.overflowLocked()
 			return
 		}
 		s.prio = append(s.prio, f)
@@ -81,6 +91,7 @@ func (s *session) pushLocked(f *frame, prio bool) {
 		s.work.Signal()
 	} else if !s.writing {
 		s.writing = true
+		s.progressAt = time.Now()
 		s.wg.Add(1)
 		go s.writeLoop()
 	}
@@ -119,6 +130,9 @@ func (s *session) popLocked() *frame {
 		s.prio[s.prioH] = nil
 		s.prioH++
 		s.prioBytes -= f.cost
+		if s.replyWait {
+			s.space.Broadcast()
+		}
 		return f
 	}
 	for s.mainH < len(s.main) {
@@ -204,6 +218,7 @@ func (s *session) writeLoop() {
 			}
 			break
 		}
+		s.progressAt, s.inWrite = time.Now(), true
 		s.mu.Unlock()
 		err := s.writeBatch(batch[:n], size)
 		for i, f := range batch[:n] {
@@ -211,6 +226,7 @@ func (s *session) writeLoop() {
 			batch[i] = nil
 		}
 		s.mu.Lock()
+		s.progressAt, s.inWrite = time.Now(), false
 		if err != nil && !s.broken {
 			s.brokenLocked()
 		}

@@ -130,7 +130,8 @@ func TestCancelBeforeTaskDone(t *testing.T) {
 }
 
 // A client that pings (or sends bad messages) and never reads is closed
-// with 1008 once its replies fill their cap; the session's memory stays
+// with 1008 once its replies fill their cap and its socket takes nothing
+// for half the write timeout; the session's memory stays
 // bounded whatever it sends. Before the cap, every pong was queued: 200,000
 // pings grew the heap by about 60 MB.
 func TestUnreadRepliesBounded(t *testing.T) {

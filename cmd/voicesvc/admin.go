@@ -89,6 +89,9 @@ func adminWorkspaceCreate(fs *flag.FlagSet) func(context.Context, control.Store)
 		if strings.TrimSpace(*name) == "" {
 			return nil, errors.New("--name is required")
 		}
+		if !control.DisplayText(*name) {
+			return nil, errors.New("--name: no control or bidirectional formatting characters")
+		}
 		if _, ok := control.Plans[*plan]; !ok {
 			return nil, fmt.Errorf("--plan %q: want free, starter, pro or enterprise", *plan)
 		}
