@@ -147,7 +147,7 @@ func setAdmissionHeaders(ctx *fasthttp.RequestCtx, a *synth.Admission, err error
 }
 
 // outcome records how a synthesis ended, for voicesvc_synth_total.
-func (s *Server) outcome(transport string, err error) {
+func (s *Server) outcome(ts *telemetry.Series, err error) {
 	o := "ok"
 	switch {
 	case isClientGone(err):
@@ -155,7 +155,7 @@ func (s *Server) outcome(transport string, err error) {
 	case err != nil:
 		o = control.ErrorCode(err)
 	}
-	s.series(transport).Outcome(o)
+	ts.Outcome(o)
 }
 
 // peekExact returns a header set with SetCanonical under a name that is

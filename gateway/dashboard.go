@@ -9,6 +9,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/dashboard"
+	"voicesvc/web"
 )
 
 // The dashboard's pages (docs/api.md#dashboard): server-rendered frames
@@ -143,7 +144,7 @@ func (s *Server) login(ctx *fasthttp.RequestCtx) {
 	if err != nil {
 		status, problem := fasthttp.StatusUnauthorized, "This sign-in link has been used or has expired. Ask for a new one: each link works once."
 		if !control.IsCode(err, control.EUnauthorized) {
-			s.log.Warn("dashboard sign-in", "request_id", string(requestID(ctx)), "err", err)
+			s.log.Warn("dashboard sign-in", "request_id", string(web.RequestID(ctx)), "err", err)
 			status, problem = fasthttp.StatusServiceUnavailable, "Signing in failed because the service cannot reach its database. Try the same link again in a moment."
 		}
 		s.render(ctx, status, &dashboard.Page{Name: "login", Title: "Sign in", Problem: problem})

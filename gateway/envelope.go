@@ -10,6 +10,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/jsonw"
+	"voicesvc/web"
 )
 
 // payload is the data of a success envelope. Hot-path payloads append
@@ -63,37 +64,24 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	switch {
 	case errors.As(err, &e) && e.Code != control.EInternal:
 	case control.StoreUnavailable(err):
-		s.log.Warn("store unavailable", "request_id", string(requestID(ctx)),
+		s.log.Warn("store unavailable", "request_id", string(web.RequestID(ctx)),
 			"path", string(ctx.Path()), "err", err)
 		e = control.ErrStoreUnavailable
 	default:
-		s.log.Error("internal error", "request_id", string(requestID(ctx)),
+		s.log.Error("internal error", "request_id", string(web.RequestID(ctx)),
 			"path", string(ctx.Path()), "err", err)
 		e = errInternal
 	}
-	status := statusOf(e.Code)
+	status := web.StatusOf(e.Code)
 	if e.RetryAfter > 0 {
 		ctx.Response.Header.SetCanonical(hdrRetryAfter, strconv.AppendInt(nil, int64(e.RetryAfter), 10))
 	}
 	buf := bytebufferpool.Get()
 	var b []byte
-	switch {
-	case isCompatPath(ctx): // the third-party shape (compat.go)
-		b = appendCompatError(buf.B[:0], ctx, e)
-	case isFlat(e):
-		b = appendFlat(buf.B[:0], e)
-	default:
-		b = append(buf.B[:0], `{"status":`...)
-		b = strconv.AppendInt(b, int64(status), 10)
-		b = append(b, `,"error":true,"message":`...)
-		b = appendString(b, e.Message)
-		if code := wireCode(e); code != "" {
-			b = append(b, `,"code":`...)
-			b = appendString(b, code)
-		}
-		b = append(b, `,"request_id":`...)
-		b = appendStringBytes(b, requestID(ctx))
-		b = append(b, '}')
+	if p := s.protocolAt(ctx.Path()); p != nil {
+		b = p.AppendError(buf.B[:0], ctx, e, status)
+	} else {
+		b = web.AppendEnvelopeError(buf.B[:0], ctx, e, status)
 	}
 	ctx.SetStatusCode(status)
 	ctx.Response.Header.SetContentTypeBytes(contentTypeJSON)
@@ -103,26 +91,6 @@ func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 }
 
 var errInternal = &control.Error{Code: control.EInternal, Message: "internal error"}
-
-// appendFlat writes {"error": code, "feature"?, "unit"?, "limit"?, "used"?}.
-// limit and used belong to metered denials, which always name their unit.
-func appendFlat(b []byte, e *control.Error) []byte {
-	b = append(b, `{"error":`...)
-	b = appendString(b, e.Code)
-	if e.Feature != "" {
-		b = append(b, `,"feature":`...)
-		b = appendString(b, e.Feature)
-	}
-	if e.Unit != "" {
-		b = append(b, `,"unit":`...)
-		b = appendString(b, e.Unit)
-		b = append(b, `,"limit":`...)
-		b = strconv.AppendInt(b, e.Limit, 10)
-		b = append(b, `,"used":`...)
-		b = strconv.AppendInt(b, e.Used, 10)
-	}
-	return append(b, '}')
-}
 
 // appendString appends s as a JSON string, escaped as encoding/json does.
 func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s) }
@@ -139,4 +107,24 @@ func appendKey(b []byte, first bool, name string) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
 	return append(b, '"', ':')
+}
+
+// protocolAt is the protocol whose error shape answers path: the one with
+// the longest prefix of it (web.Protocol.Prefixes); nil: the native
+// envelope.
+func (s *Server) protocolAt(path []byte) web.Protocol {
+	var best web.Protocol
+	n := 0
+	for _, pp := range s.prefixes {
+		if len(pp.prefix) > n && len(path) >= len(pp.prefix) && string(path[:len(pp.prefix)]) == pp.prefix {
+			best, n = pp.p, len(pp.prefix)
+		}
+	}
+	return best
+}
+
+// protoPrefix is a path prefix and the protocol whose errors answer it.
+type protoPrefix struct {
+	prefix string
+	p      web.Protocol
 }

@@ -11,6 +11,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/langtag"
+	"voicesvc/web"
 )
 
 // Seeds live in testdata/fuzz/<name>/; `go test` runs them, `go test
@@ -23,7 +24,7 @@ func checkVoiceInput(t *testing.T, body []byte, in *voiceInput, err error) {
 		if !ok {
 			t.Fatalf("error %T %v is not a *control.Error", err, err)
 		}
-		if s := statusOf(e.Code); s != 400 && s != 413 {
+		if s := web.StatusOf(e.Code); s != 400 && s != 413 {
 			t.Fatalf("status %d (%s) for a body error", s, e.Code)
 		}
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // Idempotency-Key (docs/api.md#synthesis) on POST /voices, clone, enroll
@@ -122,7 +123,7 @@ func (s *Server) runIdempotent(ctx *fasthttp.RequestCtx, p *control.Principal, k
 		// The answer stands; the key stays claimed until it expires, so a
 		// retry answers 409 rather than running twice.
 		s.log.Error("storing idempotent response failed", "workspace", ws,
-			"request_id", string(requestID(ctx)), "err", err)
+			"request_id", string(web.RequestID(ctx)), "err", err)
 	}
 }
 

@@ -14,20 +14,21 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // handlerFunc is an authenticated API handler: p is never nil and has the
 // route's scope. It must end in exactly one writeData or writeError, and
 // must not keep ctx after it returns. p belongs to this request alone and
 // is never changed by the server, so a stream writer may keep it.
-type handlerFunc func(ctx *fasthttp.RequestCtx, p *control.Principal)
+type handlerFunc = web.Handler
 
 // creds are the credentials a route takes besides an API key in X-API-Key
 // (docs/api.md#authentication).
-type creds uint8
+type credKind uint8
 
 const (
-	keysOnly creds = iota
+	keysOnly credKind = iota
 	// withTokens: `Authorization: Bearer vst_...` access tokens too (speak,
 	// stream, the WebSocket).
 	withTokens
@@ -46,6 +47,9 @@ type route struct {
 	bearerKeys bool
 	// cors: answer with CORS headers (API routes, docs/api.md#headers).
 	cors bool
+	// auth, when set, authenticates instead of the header forms (a
+	// protocol's own credentials, web.Route.Auth).
+	auth func(ctx *fasthttp.RequestCtx) (*control.Principal, error)
 
 	latency prometheus.Observer
 	byCode  [500]atomic.Pointer[prometheus.Counter] // status 100-599
@@ -62,12 +66,13 @@ func (s *Server) routes() {
 	r.HandleMethodNotAllowed = true
 	r.HandleOPTIONS = false // the preflight route below answers OPTIONS
 	s.router = r
-
+	s.streamPaths = []string{"/stream"} // the WebSocket upgrade
 	s.errorRoute = s.newRoute("error", "", true)
 	r.NotFound = s.plain(s.newRoute("unmatched", "", true), s.notFound)
 	r.MethodNotAllowed = s.plain(s.newRoute("method_not_allowed", "", true), s.methodNotAllowed)
 
 	api := r.Group(APIRoot)
+	s.apiGroup = api
 	s.api(api, "GET", "/voices", control.ScopeVoicesRead, keysOnly, s.listVoices)
 	s.api(api, "POST", "/voices", control.ScopeVoicesWrite, keysOnly, s.idempotent(s.createVoice))
 	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, keysOnly, s.getVoice)
@@ -77,15 +82,16 @@ func (s *Server) routes() {
 	// Uploads (enroll.go, clone.go): multipart, free, answered 202.
 	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, keysOnly, s.idempotent(s.enroll))
 	s.api(api, "POST", "/voices/clone", control.ScopeClone, keysOnly, s.idempotent(s.clone))
-	// Synthesis (speak.go, stream.go). Access tokens are accepted; an
-	// idempotency wrapper (idempotency.go) goes around s.speak, whose
-	// response is buffered whenever an Idempotency-Key is sent.
-	s.api(api, "POST", "/voices/{id}/speak", control.ScopeTTS, withTokens, s.idempotent(s.speak))
-	s.api(api, "POST", "/voices/{id}/stream", control.ScopeTTS, withTokens, s.stream)
-	s.tokenRoutes(api) // POST /tokens; token auth and consumption (tokens.go)
-	// POST /compat/audio/speech: bearer API keys, third-party errors (compat.go)
-	s.compatRoutes(api)
-	s.wsRoutes(api) // GET /stream: the realtime WebSocket (ws.go)
+	s.tokenRoutes(api) // POST /tokens; token auth (tokens.go)
+	// Synthesis: each protocol package registers its routes (host.go):
+	// the native speak, SSE and WebSocket, the OpenAI dialect, ...
+	s.wsInit()
+	for _, p := range s.protocols {
+		for _, prefix := range p.Prefixes() {
+			s.prefixes = append(s.prefixes, protoPrefix{prefix, p})
+		}
+		p.Register(&protoHost{s: s, proto: p})
+	}
 
 	// The dashboard: its session's keys and usage (keys.go), its pages
 	// (dashboard.go). Its cookie session is authenticated in auth.go.
@@ -108,23 +114,36 @@ func (s *Server) newRoute(name, scope string, cors bool) *route {
 
 // apiRoute describes an authenticated API route: its scope and the
 // credentials it takes besides X-API-Key.
-func (s *Server) apiRoute(name, scope string, c creds) *route {
+func (s *Server) apiRoute(name, scope string, c credKind) *route {
 	rt := s.newRoute(name, scope, true)
 	rt.tokens, rt.bearerKeys = c == withTokens, c == withBearerKeys
 	return rt
 }
 
 // api registers an authenticated API route under the API root.
-func (s *Server) api(g *router.Group, method, path, scope string, c creds, h handlerFunc) {
+func (s *Server) api(g *router.Group, method, path, scope string, c credKind, h handlerFunc) {
 	s.handle(g, method, path, s.apiRoute(method+" "+path, scope, c), h)
 }
 
-func (s *Server) handle(g *router.Group, method, path string, rt *route, h handlerFunc) {
+// registrar is a router or a group of it: where a route is registered.
+type registrar interface {
+	Handle(method, path string, handler fasthttp.RequestHandler)
+}
+
+func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFunc) {
 	g.Handle(method, path, func(ctx *fasthttp.RequestCtx) {
 		start := reqStart(ctx)
 		s.begin(ctx, rt)
 		defer s.finish(ctx, rt, start)
-		p, err := s.authenticate(ctx, rt)
+		var p *control.Principal
+		var err error
+		if rt.auth != nil {
+			if p, err = rt.auth(ctx); err == nil && !p.Has(rt.scope) {
+				p, err = nil, errScope
+			}
+		} else {
+			p, err = s.authenticate(ctx, rt)
+		}
 		if err == nil {
 			err = s.admitRequest(ctx, p) // requests per second (admission.go)
 		}
@@ -186,7 +205,7 @@ func (s *Server) begin(ctx *fasthttp.RequestCtx, rt *route) {
 // log line. It runs deferred, so it sees the final status.
 func (s *Server) finish(ctx *fasthttp.RequestCtx, rt *route, start time.Time) {
 	if v := recover(); v != nil {
-		s.log.Error("panic in handler", "route", rt.name, "request_id", string(requestID(ctx)),
+		s.log.Error("panic in handler", "route", rt.name, "request_id", string(web.RequestID(ctx)),
 			"panic", v, "stack", string(debug.Stack()))
 		ctx.Response.ResetBody()
 		s.writeError(ctx, control.Errorf(control.EInternal, "panic: %v", v))
@@ -199,7 +218,7 @@ func (s *Server) finish(ctx *fasthttp.RequestCtx, rt *route, start time.Time) {
 	}
 	if s.log.Enabled(context.Background(), slog.LevelInfo) {
 		s.log.LogAttrs(context.Background(), slog.LevelInfo, "request",
-			slog.String("request_id", string(requestID(ctx))),
+			slog.String("request_id", string(web.RequestID(ctx))),
 			slog.String("route", rt.name),
 			slog.String("method", string(ctx.Method())),
 			slog.Int("status", status),
@@ -230,11 +249,6 @@ func reqStart(ctx *fasthttp.RequestCtx) time.Time {
 		return t
 	}
 	return time.Now()
-}
-
-// requestID is the id begin stamped on the response.
-func requestID(ctx *fasthttp.RequestCtx) []byte {
-	return ctx.Response.Header.PeekBytes(hdrRequestID)
 }
 
 // validRequestID: an incoming X-Request-Id of 1-128 printable ASCII

@@ -39,15 +39,18 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
+	"voicesvc/dialect/native"
+	"voicesvc/dialect/openai"
 	"voicesvc/engine"
 	"voicesvc/loopback"
 	"voicesvc/netguard"
 	"voicesvc/redact"
 	"voicesvc/synth"
+	"voicesvc/web"
 )
 
 // APIRoot is the path prefix of every public API route.
-const APIRoot = "/voice-svc/api/v1/public"
+const APIRoot = web.APIRoot
 
 // Config tunes the HTTP server. Zero fields take the defaults of
 // DefaultConfig, so Config{} is a working configuration.
@@ -206,6 +209,9 @@ type Deps struct {
 	// TracerProvider, when set, traces requests and realtime contexts
 	// (tracing.go); nil: tracing is off and costs nothing.
 	TracerProvider trace.TracerProvider
+	// Protocols are the protocol packages the server answers (package
+	// web); nil: the native protocol and the OpenAI dialect.
+	Protocols []web.Protocol
 }
 
 // Server is the HTTP server. Create it with New, run it with Serve, stop it
@@ -220,9 +226,16 @@ type Server struct {
 	billing string
 	baseURL string
 
-	router  *router.Router
-	http    *fasthttp.Server
-	metrics *metrics
+	router   *router.Router
+	apiGroup *router.Group // the routes under APIRoot
+	http     *fasthttp.Server
+	// protocols answer their routes (host.go); prefixes choose the error
+	// shape of a path (envelope.go); streamPaths are the literal tails of
+	// the routes that stream (requestConfig).
+	protocols   []web.Protocol
+	prefixes    []protoPrefix
+	streamPaths []string
+	metrics     *metrics
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
 	keys       *keyCache
@@ -278,7 +291,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: deps.Store, engine: deps.Engine,
 		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
-		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued,
+		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued, protocols: deps.Protocols,
 		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
 	}
 	if deps.TracerProvider != nil {
@@ -298,6 +311,12 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if err = s.initSynthesis(deps); err != nil {
 		return nil, err
+	}
+	if s.protocols == nil {
+		s.protocols = []web.Protocol{
+			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
+			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
+		}
 	}
 	s.routes()
 	s.http = &fasthttp.Server{
@@ -399,7 +418,7 @@ func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 	case isUploadPath(path):
 		limit = s.cfg.MaxUploadBody
 		c = fasthttp.RequestConfig{MaxRequestBodySize: 1, ReadTimeout: s.cfg.UploadIdleTimeout}
-	case isStreamPath(path):
+	case s.isStreamPath(path):
 		c.WriteTimeout = s.cfg.StreamWriteTimeout
 	}
 	if n := h.ContentLength(); n > limit {
@@ -420,11 +439,16 @@ func isUploadPath(p []byte) bool {
 }
 
 // isStreamPath: responses written while audio is generated, which can
-// outlast WriteTimeout: SSE (/voices/{id}/stream), speak in raw formats
-// (/speak), the compat endpoint (/audio/speech) and the WebSocket upgrade
-// (/stream).
-func isStreamPath(p []byte) bool {
-	return hasSuffix(p, "/stream") || hasSuffix(p, "/speak") || hasSuffix(p, "/audio/speech")
+// outlast WriteTimeout: the routes registered with web.Route.Streams
+// (speak, SSE, the compatible endpoint, the WebSocket upgrade), by the
+// literal tail of their path.
+func (s *Server) isStreamPath(p []byte) bool {
+	for _, tail := range s.streamPaths {
+		if hasSuffix(p, tail) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveError answers requests refused before any handler ran: by fasthttp

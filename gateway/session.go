@@ -57,9 +57,9 @@ func (s *Server) sessionOnly(ctx *fasthttp.RequestCtx) (*control.Principal, erro
 // sessionPrincipal resolves the session cookie to a principal with the
 // scopes of a legacy key. Missing, malformed, unknown or expired: plain 401.
 func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
-	if isCompatPath(ctx) {
-		// authenticate does not offer the cookie on compat routes (they
-		// take bearer keys); this keeps it so for any added later.
+	if s.protocolAt(ctx.Path()) != nil {
+		// authenticate does not offer the cookie on a dialect's routes (they
+		// take bearer keys); this keeps it so for any route added later.
 		return nil, errUnauthorized
 	}
 	sess, err := s.session(ctx)

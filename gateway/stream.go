@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,102 +10,17 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/valyala/fasthttp"
-
 	"voicesvc/control"
-	"voicesvc/engine"
 	"voicesvc/synth"
+	"voicesvc/telemetry"
+	"voicesvc/web"
 )
 
 var (
-	contentTypeSSE    = []byte("text/event-stream")
-	hdrCacheControl   = []byte("Cache-Control")
-	hdrAccelBuffering = []byte("X-Accel-Buffering")
-	valNoCache        = []byte("no-cache")
-	valNo             = []byte("no")
-	errClientGone     = errors.New("gateway: client gone")
+	errClientGone = web.ErrClientGone
 )
 
-// POST /voices/{id}/stream: server-sent events (docs/api.md#stream, #sse-events). The
-// status is chosen at the first audio: a synthesis that fails before it
-// answers a JSON error with a status; after it, an error event ends the
-// stream. The start event goes out together with the first chunk.
-func (s *Server) stream(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	o, err := synth.ParseStream(ctx.Request.Body())
-	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	job, err := s.prepareSynth(ctx, pathID(ctx), p, o)
-	if err != nil {
-		s.writeError(ctx, err)
-		return
-	}
-	if !s.admitJob(ctx, p, job, true) {
-		return
-	}
-	st, err := s.startStream(job, "sse", s.runSSE(job))
-	if err != nil {
-		s.synthFailed(ctx, err)
-		return
-	}
-	h := &ctx.Response.Header
-	h.SetContentTypeBytes(contentTypeSSE)
-	h.SetCanonical(hdrCacheControl, valNoCache)
-	h.SetCanonical(hdrAccelBuffering, valNo)
-	st.watchClient(ctx.Conn())
-	ctx.SetBodyStream(st, -1)
-}
-
-// runSSE synthesizes job as SSE events into the stream: start (queued, sent
-// with the first chunk), chunks, then done or error.
-func (s *Server) runSSE(job *synthJob) func(context.Context, *audioStream) (synth.Result, error) {
-	chunk := s.cfg.SSEChunk
-	if chunk <= 0 {
-		chunk = synth.DefaultCoalesce
-	}
-	return func(rctx context.Context, st *audioStream) (synth.Result, error) {
-		rate, f := job.Pipe.Rate(), job.Pipe.Format()
-		width := f.BytesPerSample()
-		w := synth.NewSSEWriter(st, st.Flush, synth.CoalesceBytes(rate, width, chunk), width)
-		st.pending = synth.AppendSSEStart(st.pending, rate, f)
-		eng := job.Engine
-		if job.Options.Timestamps && engine.WordTimes(eng) {
-			// The pool gives word events offsets into the whole text and
-			// samples into the whole stream's audio: one clock serves.
-			clock := synth.NewWordClock(eng.NativeRate(), job.Request.Text)
-			eng = synth.Tap(eng, func(c engine.Chunk) error {
-				if words := clock.Chunk(c); len(words) > 0 {
-					return w.Words(c.Sentence, words)
-				}
-				return nil
-			})
-		}
-		res, err := synth.Run(rctx, eng, job.Request, job.Pipe, w.Audio)
-		err = s.drain.cause(rctx, err) // the grace ended: an error event says so
-		switch {
-		case isClientGone(err):
-			return res, err
-		case err != nil && !st.sent:
-			return res, err // answered as a JSON error with a status
-		case err != nil:
-			if werr := w.Error(err); werr != nil {
-				return res, werr
-			}
-			st.selfEnded = true
-			return res, err
-		}
-		if err := w.Done(res.Duration); err != nil {
-			return res, err
-		}
-		st.selfEnded = true
-		return res, nil
-	}
-}
-
-func isClientGone(err error) bool {
-	return errors.Is(err, errClientGone) || errors.Is(err, context.Canceled)
-}
+func isClientGone(err error) bool { return web.IsClientGone(err) }
 
 // streamQueue is how many flushed pieces may wait for the connection: deep
 // enough that the engine never waits on a healthy client, shallow enough
@@ -172,15 +86,14 @@ func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration) {
 // run has flushed its first bytes: the caller then answers 200 with the
 // stream as its body. When run failed before any byte it returns run's
 // error instead, for the caller to answer with a status.
-func (s *Server) startStream(job *synthJob, transport string,
-	run func(context.Context, *audioStream) (synth.Result, error)) (*audioStream, error) {
+func (s *Server) startStream(job *web.Job, series *telemetry.Series, run web.StreamFunc) (*audioStream, error) {
 	// The stream counts as running work for a shutdown until it is closed
 	// (drain.go); the handler that starts it is counted already, so the
 	// count cannot be refused here.
 	s.drain.active.Add(1)
 	synthStart := s.traceClock()
-	if job.tr.rs != nil {
-		job.tr.rs.refs.Add(1) // the stream ends the request's span too
+	if rs := traceOf(job).rs; rs != nil {
+		rs.refs.Add(1) // the stream ends the request's span too
 	}
 	rctx, cancel := context.WithCancel(s.drain.streamContext())
 	st := &audioStream{
@@ -209,10 +122,10 @@ func (s *Server) startStream(job *synthJob, transport string,
 		// Cut by the end of the grace: the body must not end as if whole.
 		err = s.drain.cause(rctx, err)
 		job.Finish(res.Samples)
-		s.outcome(transport, err)
-		s.streamEnded(job, transport, err)
+		s.outcome(series, err)
+		s.streamEnded(job, series, err)
 		if err != nil && !isClientGone(err) && control.ErrorCode(err) == control.EInternal {
-			s.log.Error("synthesis failed", "transport", transport, "err", err)
+			s.log.Error("synthesis failed", "dialect", series.Dialect(), "transport", series.Transport(), "err", err)
 		}
 		st.finish(err)
 	}()
@@ -228,7 +141,7 @@ func (s *Server) startStream(job *synthJob, transport string,
 		st.Close() // never handed to fasthttp, which would close it
 		return nil, st.runErr
 	}
-	s.firstAudio(job, transport, synthStart)
+	s.firstAudio(job, series, synthStart)
 	return st, nil
 }
 
@@ -377,6 +290,12 @@ func (st *audioStream) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// Sent reports that something was flushed (web.Stream).
+func (st *audioStream) Sent() bool { return st.sent }
+
+// SelfEnded notes that the bytes carry their own end (web.Stream).
+func (st *audioStream) SelfEnded() { st.selfEnded = true }
+
 // Close is called by fasthttp when the body is done or the client is gone;
 // it stops the synthesis if it still runs.
 func (st *audioStream) Close() error {
@@ -393,4 +312,7 @@ func (st *audioStream) Close() error {
 	return nil
 }
 
-var _ io.ReadCloser = (*audioStream)(nil)
+var (
+	_ io.ReadCloser = (*audioStream)(nil)
+	_ web.Stream    = (*audioStream)(nil)
+)

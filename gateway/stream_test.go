@@ -18,6 +18,8 @@ import (
 	"voicesvc/engine"
 	"voicesvc/engine/reference"
 	"voicesvc/synth"
+	"voicesvc/telemetry"
+	"voicesvc/web"
 )
 
 func TestStreamSSE(t *testing.T) {
@@ -174,8 +176,9 @@ func closeAndRelease(t testing.TB, ss *synthServer, g *gatedEngine) time.Duratio
 	if err != nil {
 		t.Fatal(err)
 	}
-	job := &synthJob{Job: j}
-	st, err := ss.srv.startStream(job, "sse", ss.srv.runSSE(job))
+	job := &web.Job{Job: j}
+	st, err := ss.srv.startStream(job, ss.srv.synth.m.Series(telemetry.Native, telemetry.SSE),
+		func(rctx context.Context, st web.Stream) (synth.Result, error) { return job.Run(rctx, st.Send) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,58 +7,51 @@ import (
 
 	"voicesvc/synth"
 	"voicesvc/telemetry"
+	"voicesvc/web"
 )
-
-// series are the metrics of one of the server's transports; the
-// compatible endpoint is the OpenAI dialect's.
-func (s *Server) series(transport string) *telemetry.Series {
-	if transport == telemetry.Compat {
-		return s.synth.m.Series(telemetry.OpenAI, transport)
-	}
-	return s.synth.m.Series(telemetry.Native, transport)
-}
 
 // firstAudio records a streamed synthesis's first audio, handed to the
 // connection now: voicesvc_time_to_first_audio_seconds and, when traced,
 // the engine.queue and first_audio spans.
-func (s *Server) firstAudio(job *synthJob, transport string, synthStart time.Time) {
+func (s *Server) firstAudio(job *web.Job, ts *telemetry.Series, synthStart time.Time) {
 	now := time.Now()
-	s.series(transport).FirstAudio(job.Engine.Name(), now.Sub(job.start))
+	ts.FirstAudio(job.Engine.Name(), now.Sub(job.Start))
 	if s.tracer != nil {
-		job.tr.rs.childSpan(s.tracer, "engine.queue", synthStart, now, nil)
-		job.tr.rs.childSpan(s.tracer, "first_audio", job.start, now, nil)
+		rs := traceOf(job).rs
+		rs.childSpan(s.tracer, "engine.queue", synthStart, now, nil)
+		rs.childSpan(s.tracer, "first_audio", job.Start, now, nil)
 	}
 }
 
 // streamEnded records the end of a streamed synthesis: its duration, and
 // the end of the request's span.
-func (s *Server) streamEnded(job *synthJob, transport string, err error) {
-	s.series(transport).Duration.Observe(time.Since(job.start).Seconds())
-	if job.tr.rs != nil {
-		s.endStreamSpan(job.tr.rs, err)
+func (s *Server) streamEnded(job *web.Job, ts *telemetry.Series, err error) {
+	ts.Duration.Observe(time.Since(job.Start).Seconds())
+	if rs := traceOf(job).rs; rs != nil {
+		s.endStreamSpan(rs, err)
 	}
 }
 
 // synthEnded records a buffered synthesis: the body is whole now, so its
 // first audio and its end are both now.
-func (s *Server) synthEnded(job *synthJob, transport string, first *firstChunk, err error) {
+func (s *Server) synthEnded(job *web.Job, ts *telemetry.Series, first *firstChunk, err error) {
 	now := time.Now()
 	ok := err == nil
-	ts := s.series(transport)
-	d := now.Sub(job.start)
+	d := now.Sub(job.Start)
 	ts.Duration.Observe(d.Seconds())
 	if ok {
 		ts.FirstAudio(job.Engine.Name(), d)
 	}
 	if s.tracer != nil {
+		rs := traceOf(job).rs
 		if first != nil && !first.at.IsZero() {
-			job.tr.rs.childSpan(s.tracer, "engine.queue", first.start, first.at, nil)
+			rs.childSpan(s.tracer, "engine.queue", first.start, first.at, nil)
 		}
 		if ok {
-			job.tr.rs.childSpan(s.tracer, "first_audio", job.start, now, nil)
+			rs.childSpan(s.tracer, "first_audio", job.Start, now, nil)
 		}
-		if err != nil && job.tr.rs != nil {
-			job.tr.rs.span.SetAttributes(attribute.String("voicesvc.outcome", outcomeOf(err)))
+		if err != nil && rs != nil {
+			rs.span.SetAttributes(attribute.String("voicesvc.outcome", outcomeOf(err)))
 		}
 	}
 }

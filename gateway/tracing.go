@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // OpenTelemetry tracing (README, "Tracing"). Off unless Deps.TracerProvider
@@ -69,7 +70,7 @@ func (s *Server) startSpan(ctx *fasthttp.RequestCtx, rt *route) {
 		trace.WithTimestamp(reqStart(ctx)),
 		trace.WithAttributes(attribute.String("http.route", rt.name),
 			attribute.String("http.request.method", string(ctx.Method())),
-			attribute.String("voicesvc.request_id", string(requestID(ctx)))))
+			attribute.String("voicesvc.request_id", string(web.RequestID(ctx)))))
 	rs := &reqSpan{ctx: c, span: span}
 	rs.refs.Store(1)
 	ctx.SetUserValue(spanKey, rs)

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"testing"
 
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // appendString must agree with encoding/json on every string.
@@ -26,12 +28,12 @@ func TestAppendStringMatchesEncodingJSON(t *testing.T) {
 func TestFlatBody(t *testing.T) {
 	e := control.Errorf(control.EQuotaExhausted, "x")
 	e.Unit, e.Limit, e.Used = "character", 10000, 9990
-	if got := string(appendFlat(nil, e)); got != `{"error":"quota_exhausted","unit":"character","limit":10000,"used":9990}` {
+	if got := string(web.AppendFlat(nil, e)); got != `{"error":"quota_exhausted","unit":"character","limit":10000,"used":9990}` {
 		t.Errorf("quota: %s", got)
 	}
 	f := control.Errorf(control.EFeatureDisabled, "x")
 	f.Feature = "streaming"
-	if got := string(appendFlat(nil, f)); got != `{"error":"feature_disabled","feature":"streaming"}` {
+	if got := string(web.AppendFlat(nil, f)); got != `{"error":"feature_disabled","feature":"streaming"}` {
 		t.Errorf("feature: %s", got)
 	}
 }
@@ -99,7 +101,12 @@ func TestRequestIDShape(t *testing.T) {
 }
 
 func TestRequestConfig(t *testing.T) {
-	s := &Server{cfg: Config{}.withDefaults()}
+	// The protocols' routes say which of them stream (web.Route.Streams).
+	s, err := New(Config{}, Deps{Store: openStore(t, filepath.Join(t.TempDir(), "voicesvc.db"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(t.Context())
 	tests := []struct {
 		uri      string
 		body     int
@@ -113,6 +120,7 @@ func TestRequestConfig(t *testing.T) {
 		{APIRoot + "/voices/0123456789abcdef01234567/enroll?x=1", 1, true, false},
 		{APIRoot + "/voices/0123456789abcdef01234567/stream", 256 << 10, false, true},
 		{APIRoot + "/compat/audio/speech", 256 << 10, false, true},
+		{APIRoot + "/compat/openai/audio/speech", 256 << 10, false, true},
 		{APIRoot + "/voices/0123456789abcdef01234567/speak", 256 << 10, false, true},
 		{"/healthz", 256 << 10, false, false},
 	}

@@ -41,3 +41,11 @@ func statusText(code int) string {
 	}
 	return strconv.Itoa(code)
 }
+
+var (
+	hdrCacheControl   = []byte("Cache-Control")
+	hdrIdempotencyKey = []byte("Idempotency-Key")
+	hdrSampleRate     = []byte("X-Sample-Rate")
+	hdrAudioFormat    = []byte("X-Audio-Format")
+	hdrChannels       = []byte("X-Channels")
+)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"errors"
@@ -15,7 +14,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fasthttp/router"
 	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
 
@@ -23,33 +21,31 @@ import (
 	"voicesvc/netpoll"
 	"voicesvc/sessions"
 	"voicesvc/synth"
+	"voicesvc/telemetry"
+	"voicesvc/web"
 )
 
-// GET {api_root}/stream: the realtime WebSocket (docs/realtime.md).
+// WebSocket upgrades (web.Host.Upgrade), for every protocol that has a
+// realtime socket: the native one (docs/realtime.md) and the dialects'.
 //
 // Everything that can refuse a session is checked before the upgrade, so a
-// refusal is an ordinary HTTP response with the JSON bodies of the other
-// routes: credentials (5.3 order), requests per second, the handshake
-// itself, the engine, the balance, the workspace's open sessions
-// (too_many_sessions), then admit (streaming feature, one concurrent-stream
-// slot, token consumption). The 101 carries X-Request-Id, RateLimit,
-// RateLimit-Policy and X-Billing-Remaining like any synthesis response.
+// refusal is an ordinary HTTP response in the protocol's error shape:
+// credentials and the request rate (the route wrapper), the handshake
+// itself, then the core's admission of a session (the engine, the balance,
+// a session slot, the streaming feature, one concurrent-stream slot, the
+// token). The 101 carries X-Request-Id, RateLimit, RateLimit-Policy and
+// X-Billing-Remaining like any synthesis response.
 //
 // The session is served outside fasthttp's hijack handler (see upgrade:
 // that is what lets fasthttp take back the request's memory), with no
 // goroutine of its own while it waits for its client: the server's one
-// poller watches every session's socket (sessions.Serve, package netpoll).
-// It holds its session slot and its one stream slot until the socket
-// closes, however many contexts it runs.
-
-// wsSubprotocol is the versioned subprotocol; a client that sends its
-// token as a second subprotocol gets this one selected.
-const wsSubprotocol = "service.v1"
+// poller watches every session's socket (package netpoll). It holds its
+// session slot and its one stream slot until the socket closes, however
+// many contexts it runs.
 
 // wsState is the server's WebSocket machinery (Server.ws).
 type wsState struct {
 	up  websocket.Upgrader
-	cfg sessions.Config
 	reg *wsRegistry
 	// poller watches the idle sessions' sockets. It is made by the first
 	// session (a server that serves none holds no descriptor for it) and
@@ -81,8 +77,8 @@ var (
 	errNotWebSocket = control.Errorf(control.EInvalidRequest, "a WebSocket handshake (version 13) is required")
 )
 
-// wsRoutes registers the WebSocket route (called from routes).
-func (s *Server) wsRoutes(api *router.Group) {
+// wsInit makes the WebSocket machinery (called from routes).
+func (s *Server) wsInit() {
 	ctx, cancel := context.WithCancel(context.Background())
 	s.ws = &wsState{
 		log: s.log,
@@ -94,7 +90,6 @@ func (s *Server) wsRoutes(api *router.Group) {
 			ReadBufferSize:  125,
 			WriteBufferSize: 1024,
 			WriteBufferPool: &sync.Pool{},
-			Subprotocols:    []string{wsSubprotocol},
 			// Credentials are never cookies, so any origin may connect.
 			CheckOrigin:       func(*http.Request) bool { return true },
 			EnableCompression: false,
@@ -104,18 +99,15 @@ func (s *Server) wsRoutes(api *router.Group) {
 			// connection is hijacked and the caller closes it.
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
-		cfg:    sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20},
 		reg:    newWSRegistry(s.keyRevoked),
 		ctx:    ctx,
 		cancel: cancel,
 	}
-	rt := s.apiRoute("GET /stream", control.ScopeTTS, withTokens)
-	api.GET("/stream", func(ctx *fasthttp.RequestCtx) {
-		start := reqStart(ctx)
-		s.begin(ctx, rt)
-		defer s.finish(ctx, rt, start)
-		s.wsHandshake(ctx)
-	})
+}
+
+// sessionConfig is the native sessions' configuration.
+func (s *Server) sessionConfig() sessions.Config {
+	return sessions.Config{IdleTimeout: s.cfg.WSIdleTimeout, MaxFrame: 1 << 20}
 }
 
 // shutdown drains the sessions: those with no open context end at once,
@@ -163,13 +155,12 @@ func (w *wsState) sessionPoller() *netpoll.Poller {
 	return w.poller
 }
 
-// wsHandshake checks everything, then upgrades and runs the session.
-func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
-	p, err := s.wsAuthenticate(ctx)
-	if err == nil {
-		err = s.admitRequest(ctx, p)
-	}
-	if err == nil && !isWebSocketHandshake(ctx) {
+// Upgrade checks the handshake, admits the session with the core, then
+// upgrades and serves it (web.Host). p passed the route wrapper.
+func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subprotocols []string, open web.OpenSession) {
+	s := h.s
+	var err error
+	if !isWebSocketHandshake(ctx) {
 		err = errNotWebSocket
 	}
 	var a *synth.Admission
@@ -180,21 +171,15 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		setAdmissionHeaders(ctx, a, err)
 	}
 	if err != nil {
-		s.writeError(ctx, err)
+		h.WriteError(ctx, err)
 		return
 	}
-	reqID := string(requestID(ctx))
+	reqID := string(web.RequestID(ctx))
 	authAt := reqStart(ctx)
-	deps := sessions.Deps{
-		Engine:   s.engine,
-		Engines:  s.engines,
-		Voice:    func(c context.Context, ref string) (*control.Voice, error) { return s.core.Voice(c, p, ref) },
-		Billing:  a,
-		Logger:   s.log,                // not a With per session: an idle session stays small
-		Observer: s.wsObserverFor(ctx), // metrics and spans (wsobserve.go)
-	}
+	env := web.SessionEnv{Principal: p, Admission: a,
+		Observer: s.wsObserverFor(ctx, h.Series(telemetry.WebSocket))} // metrics and spans (wsobserve.go)
 	w := s.ws
-	up := newWSUpgrade(ctx)
+	up := newWSUpgrade(ctx, subprotocols)
 	wsID, keyID, keyExpires := p.WorkspaceID, p.KeyID, p.ExpiresAt
 	// The upgrader writes the 101 (with up.hdr) on the hijacked socket;
 	// fasthttp writes nothing. The status is for metrics and the log.
@@ -214,7 +199,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 		}
 		opened := time.Now()
 		s.synth.m.Sessions.Inc()
-		var x *sessions.Session
+		var x web.Session
 		var once sync.Once
 		done := func(rerr error) {
 			once.Do(func() {
@@ -241,7 +226,7 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 				done(fmt.Errorf("panic: %v", v))
 			}
 		}()
-		x = sessions.New(conn, w.cfg, deps)
+		x = open(conn, env)
 		w.reg.add(x, keyID, keyExpires, authAt)
 		// The session runs on no goroutine of its own: the poller starts
 		// one when its client sends (sessions.Serve). done runs on the
@@ -258,6 +243,8 @@ func (s *Server) wsHandshake(ctx *fasthttp.RequestCtx) {
 type wsUpgrade struct {
 	req *http.Request // the handshake headers the upgrader reads
 	hdr http.Header   // the 101's headers other than the handshake's own
+	// subprotocols are those the protocol may select.
+	subprotocols []string
 }
 
 // wsUpgradeRequest are the request headers the upgrader reads.
@@ -268,8 +255,8 @@ var wsUpgradeRequest = []string{"Connection", "Upgrade", "Sec-Websocket-Version"
 var wsUpgradeOwn = []string{"Connection", "Upgrade", "Content-Length", "Content-Type", "Transfer-Encoding",
 	"Date", "Sec-Websocket-Accept", "Sec-Websocket-Protocol", "Sec-Websocket-Extensions"}
 
-func newWSUpgrade(ctx *fasthttp.RequestCtx) *wsUpgrade {
-	u := &wsUpgrade{req: &http.Request{Method: http.MethodGet, Header: make(http.Header, len(wsUpgradeRequest))},
+func newWSUpgrade(ctx *fasthttp.RequestCtx, subprotocols []string) *wsUpgrade {
+	u := &wsUpgrade{subprotocols: subprotocols, req: &http.Request{Method: http.MethodGet, Header: make(http.Header, len(wsUpgradeRequest))},
 		hdr: make(http.Header, ctx.Response.Header.Len())}
 	for _, k := range wsUpgradeRequest {
 		if v := ctx.Request.Header.Peek(k); len(v) > 0 {
@@ -328,7 +315,9 @@ func (w *wsState) upgrade(c net.Conn, u *wsUpgrade) (conn *websocket.Conn, buffe
 	br := bufio.NewReaderSize(raw, 16)
 	// The upgrader builds the 101 in the writer's free buffer.
 	rw := &hijackedResponse{conn: raw, brw: bufio.NewReadWriter(br, bufio.NewWriterSize(raw, 512))}
-	conn, err = w.up.Upgrade(rw, u.req, u.hdr)
+	up := w.up // a copy: the protocol's subprotocols
+	up.Subprotocols = u.subprotocols
+	conn, err = up.Upgrade(rw, u.req, u.hdr)
 	if err != nil {
 		raw.Close() // the upgrader closes it only for failures after Hijack
 		return nil, nil, err
@@ -377,64 +366,6 @@ func errText(err error) string {
 		return "ok"
 	}
 	return err.Error()
-}
-
-// wsAuthenticate finds the credentials of a handshake in the order of
-// the docs: X-API-Key; the subprotocol list ["service.v1", token];
-// access_token; the deprecated api_key query parameter, whose responses
-// carry a Deprecation header. The first form present decides: a bad one is
-// 401 (token_invalid for tokens), never a fall-through to the next.
-func (s *Server) wsAuthenticate(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
-	var p *control.Principal
-	var err error
-	q := ctx.QueryArgs()
-	switch {
-	case len(ctx.Request.Header.PeekBytes(hdrAPIKey)) > 0:
-		p, err = s.authKey(ctx.Request.Header.PeekBytes(hdrAPIKey))
-	case len(protocolToken(ctx.Request.Header.PeekBytes(hdrWSProtocol))) > 0:
-		p, err = s.tokenPrincipal(ctx, protocolToken(ctx.Request.Header.PeekBytes(hdrWSProtocol)), nil)
-	case len(q.PeekBytes(argAccessToken)) > 0:
-		p, err = s.tokenPrincipal(ctx, q.PeekBytes(argAccessToken), nil)
-	case len(q.PeekBytes(argAPIKey)) > 0:
-		ctx.Response.Header.SetCanonical(hdrDeprecation, valDeprecated)
-		p, err = s.authKey(q.PeekBytes(argAPIKey))
-	default:
-		return nil, errUnauthorized
-	}
-	if err != nil {
-		return nil, err
-	}
-	if !p.Has(control.ScopeTTS) {
-		return nil, errScope
-	}
-	return p, nil
-}
-
-// protocolToken returns the credential of a `Sec-WebSocket-Protocol:
-// service.v1, <token>` list: the first item other than service.v1, when
-// service.v1 is offered too.
-func protocolToken(h []byte) []byte {
-	var tok []byte
-	found := false
-	for len(h) > 0 {
-		item := h
-		if i := bytes.IndexByte(h, ','); i >= 0 {
-			item, h = h[:i], h[i+1:]
-		} else {
-			h = nil
-		}
-		item = bytes.TrimSpace(item)
-		switch {
-		case string(item) == wsSubprotocol:
-			found = true
-		case tok == nil && len(item) > 0:
-			tok = item
-		}
-	}
-	if !found {
-		return nil
-	}
-	return tok
 }
 
 // isWebSocketHandshake checks what the upgrader would refuse, so that a bad

@@ -22,13 +22,14 @@ import (
 
 // wsObserver observes the contexts of one session.
 type wsObserver struct {
-	s    *Server
-	link trace.Link // the handshake's span; only with tracing on
+	s      *Server
+	series *telemetry.Series // the protocol's websocket series
+	link   trace.Link        // the handshake's span; only with tracing on
 }
 
 // wsObserverFor is the observer of a session opened by the handshake ctx.
-func (s *Server) wsObserverFor(ctx *fasthttp.RequestCtx) sessions.ContextObserver {
-	o := &wsObserver{s: s}
+func (s *Server) wsObserverFor(ctx *fasthttp.RequestCtx, series *telemetry.Series) sessions.ContextObserver {
+	o := &wsObserver{s: s, series: series}
 	if rs := requestSpan(ctx); rs != nil {
 		o.link = trace.Link{SpanContext: rs.span.SpanContext()}
 	}
@@ -62,7 +63,7 @@ func (c *wsContext) TraceID() string {
 }
 
 func (c *wsContext) FirstAudio(ttfa, engine time.Duration) {
-	c.o.s.series(telemetry.WebSocket).FirstAudio(c.engine, ttfa)
+	c.o.series.FirstAudio(c.engine, ttfa)
 	if c.span == nil {
 		return
 	}
@@ -76,7 +77,7 @@ func (c *wsContext) FirstAudio(ttfa, engine time.Duration) {
 
 func (c *wsContext) End(outcome string, d time.Duration) {
 	c.o.s.synth.m.Contexts.Dec()
-	ts := c.o.s.series(telemetry.WebSocket)
+	ts := c.o.series
 	ts.Duration.Observe(d.Seconds())
 	ts.Outcome(outcome)
 	if c.span != nil {

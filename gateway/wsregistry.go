@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"voicesvc/control"
-	"voicesvc/sessions"
+	"voicesvc/web"
 )
 
 // wsRegistry knows every open WebSocket session of this server by the API
@@ -25,7 +25,7 @@ import (
 type wsRegistry struct {
 	mu    sync.Mutex
 	byKey map[string]*keySessions
-	all   map[*sessions.Session]struct{}
+	all   map[web.Session]struct{}
 	// recent holds the keys changed lately, with when: a change that lands
 	// between a handshake's credential check and its registration would
 	// otherwise be missed, so such a session checks its key once.
@@ -39,7 +39,7 @@ type wsRegistry struct {
 
 type keySessions struct {
 	expiresAt int64 // epoch ms; 0: never
-	sessions  map[*sessions.Session]struct{}
+	sessions  map[web.Session]struct{}
 }
 
 // recentWindow is how long a key change is remembered for registrations
@@ -47,7 +47,7 @@ type keySessions struct {
 const recentWindow = 30 * time.Second
 
 func newWSRegistry(isRevoked func(string) bool) *wsRegistry {
-	return &wsRegistry{byKey: map[string]*keySessions{}, all: map[*sessions.Session]struct{}{},
+	return &wsRegistry{byKey: map[string]*keySessions{}, all: map[web.Session]struct{}{},
 		recent: map[string]time.Time{}, isRevoked: isRevoked}
 }
 
@@ -55,7 +55,7 @@ func newWSRegistry(isRevoked func(string) bool) *wsRegistry {
 // for none) expiring at expiresAt. A session that registers while the
 // server drains is drained at once; one whose key changed since authAt
 // has its key checked before it runs.
-func (r *wsRegistry) add(x *sessions.Session, keyID string, expiresAt int64, authAt time.Time) {
+func (r *wsRegistry) add(x web.Session, keyID string, expiresAt int64, authAt time.Time) {
 	r.mu.Lock()
 	r.all[x] = struct{}{}
 	if r.draining {
@@ -65,7 +65,7 @@ func (r *wsRegistry) add(x *sessions.Session, keyID string, expiresAt int64, aut
 	if keyID != "" {
 		ks := r.byKey[keyID]
 		if ks == nil {
-			ks = &keySessions{expiresAt: expiresAt, sessions: map[*sessions.Session]struct{}{}}
+			ks = &keySessions{expiresAt: expiresAt, sessions: map[web.Session]struct{}{}}
 			r.byKey[keyID] = ks
 		}
 		ks.sessions[x] = struct{}{}
@@ -81,7 +81,7 @@ func (r *wsRegistry) add(x *sessions.Session, keyID string, expiresAt int64, aut
 }
 
 // remove forgets x once its Run has returned.
-func (r *wsRegistry) remove(x *sessions.Session, keyID string) {
+func (r *wsRegistry) remove(x web.Session, keyID string) {
 	r.mu.Lock()
 	delete(r.all, x)
 	if ks := r.byKey[keyID]; ks != nil {
@@ -146,7 +146,7 @@ func (r *wsRegistry) recheck() {
 // revoke ends every session of keyID (they unregister as they end).
 func (r *wsRegistry) revoke(keyID string) {
 	r.mu.Lock()
-	var xs []*sessions.Session
+	var xs []web.Session
 	if ks := r.byKey[keyID]; ks != nil {
 		for x := range ks.sessions {
 			xs = append(xs, x)
@@ -176,7 +176,7 @@ func (r *wsRegistry) armLocked(at int64) {
 // expired and re-arms the timer for the next expiry.
 func (r *wsRegistry) expire() {
 	now := time.Now().UnixMilli()
-	var xs []*sessions.Session
+	var xs []web.Session
 	r.mu.Lock()
 	r.timerAt = 0
 	next := int64(0)

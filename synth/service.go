@@ -42,10 +42,16 @@ type VoiceStore interface {
 	GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice, error)
 }
 
+// VoiceLister pages through the voices a workspace may see.
+type VoiceLister interface {
+	ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error)
+}
+
 // Store is what the core reads and writes in the store: voices, and the
 // one write of an access token's single use.
 type Store interface {
 	VoiceStore
+	VoiceLister
 	// ConsumeToken marks an access token used; ETokenInvalid when another
 	// use won or it expired.
 	ConsumeToken(ctx context.Context, hash []byte, now int64) error

@@ -60,6 +60,17 @@ func (f *fakeStore) GetVoiceByAlias(_ context.Context, alias string) (*control.V
 	return nil, control.Errorf(control.ENotFound, "not found")
 }
 
+func (f *fakeStore) ListVoices(_ context.Context, flt control.VoiceFilter) ([]*control.Voice, int, error) {
+	var out []*control.Voice
+	for _, id := range []string{voiceOwn, voiceFree, voiceDraft, voiceOther, voiceCat} {
+		v := f.voices[id]
+		if (v.OrgID == flt.WorkspaceID || v.Visibility == "public") && (flt.Status == "" || v.Status == flt.Status) {
+			out = append(out, v)
+		}
+	}
+	return out, len(out), nil
+}
+
 func (f *fakeStore) ConsumeToken(_ context.Context, hash []byte, _ int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

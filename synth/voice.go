@@ -102,3 +102,31 @@ func (c *VoiceCache) GetByAlias(store VoiceStore, alias string) (*control.Voice,
 	}
 	return v, nil
 }
+
+// UsableVoices lists the ready voices p may speak with, its workspace's
+// own first, then the public ones, at most max (the lists of the
+// compatible endpoints). A token's voice_ids narrow it.
+func (s *Service) UsableVoices(ctx context.Context, p *control.Principal, max int) ([]*control.Voice, error) {
+	c, cancel := s.call(ctx)
+	defer cancel()
+	var out []*control.Voice
+	f := control.VoiceFilter{WorkspaceID: p.WorkspaceID, Status: control.VoiceReady, PageSize: 100}
+	for f.Page = 1; len(out) < max; f.Page++ {
+		voices, total, err := s.store.ListVoices(c, f)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range voices {
+			if t := p.Token; t != nil && len(t.VoiceIDs) > 0 && !slices.Contains(t.VoiceIDs, v.ID) {
+				continue
+			}
+			if len(out) < max {
+				out = append(out, v)
+			}
+		}
+		if len(voices) == 0 || f.Page*f.PageSize >= total {
+			break
+		}
+	}
+	return out, nil
+}

@@ -75,6 +75,10 @@ type Series struct {
 	vec  *prometheus.HistogramVec
 }
 
+// Dialect and Transport are the series' labels.
+func (t *Series) Dialect() string   { return t.dialect }
+func (t *Series) Transport() string { return t.transport }
+
 // FirstAudio observes the time to a synthesis's first audio on engine.
 func (t *Series) FirstAudio(engine string, d time.Duration) {
 	o, ok := t.ttfa.Load(engine)

@@ -1,4 +1,4 @@
-package gateway
+package web
 
 import (
 	"testing"
@@ -16,17 +16,17 @@ func TestStatusTable(t *testing.T) {
 		control.EUpstreamError: 502, control.EUpstreamBusy: 503, control.EStoreUnavailable: 503,
 		control.EShuttingDown: 503, "no_such_code": 500,
 	} {
-		if got := statusOf(code); got != want {
+		if got := StatusOf(code); got != want {
 			t.Errorf("%s: %d, want %d", code, got, want)
 		}
 	}
 	for code, flat := range map[string]bool{control.EQuotaExhausted: true, control.EInsufficientCredits: true,
 		control.EFeatureDisabled: true, control.ERateLimited: false, control.EInvalidJSON: false} {
-		if got := isFlat(&control.Error{Code: code}); got != flat {
+		if got := IsFlat(&control.Error{Code: code}); got != flat {
 			t.Errorf("%s flat %v, want %v", code, got, flat)
 		}
 	}
-	if wireCode(&control.Error{Code: control.EUnauthorized}) != "" || wireCode(&control.Error{Code: control.EKeyExpired}) != control.EKeyExpired {
+	if WireCode(&control.Error{Code: control.EUnauthorized}) != "" || WireCode(&control.Error{Code: control.EKeyExpired}) != control.EKeyExpired {
 		t.Error("wire codes")
 	}
 }

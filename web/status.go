@@ -1,9 +1,13 @@
-package gateway
+package web
 
 import (
 	"net/http"
+	"strconv"
 
 	"voicesvc/control"
+	"voicesvc/jsonw"
+
+	"github.com/valyala/fasthttp"
 )
 
 // statusByCode is the one table from an error code to its HTTP status
@@ -42,21 +46,71 @@ var flatCodes = map[string]bool{
 	control.EQuotaExhausted: true, control.EInsufficientCredits: true, control.EFeatureDisabled: true,
 }
 
-// statusOf maps a code to its HTTP status; unknown codes are 500.
-func statusOf(code string) int {
+// StatusOf maps a code to its HTTP status; unknown codes are 500.
+func StatusOf(code string) int {
 	if s, ok := statusByCode[code]; ok {
 		return s
 	}
 	return http.StatusInternalServerError
 }
 
-// isFlat: the error is answered with the flat billing body.
-func isFlat(e *control.Error) bool { return flatCodes[e.Code] }
+// IsFlat: the error is answered with the flat billing body.
+func IsFlat(e *control.Error) bool { return flatCodes[e.Code] }
 
-// wireCode is the code sent to clients; a plain 401 carries none.
-func wireCode(e *control.Error) string {
+// WireCode is the code sent to clients; a plain 401 carries none.
+func WireCode(e *control.Error) string {
 	if e.Code == control.EUnauthorized {
 		return ""
 	}
 	return e.Code
 }
+
+var hdrRequestID = []byte("X-Request-Id")
+
+// RequestID is the id the server stamped on the response (X-Request-Id).
+func RequestID(ctx *fasthttp.RequestCtx) []byte {
+	return ctx.Response.Header.PeekBytes(hdrRequestID)
+}
+
+// AppendEnvelopeError writes the failure envelope of docs/api.md#envelope
+// ({"status","error":true,"message","code","request_id"}), or the flat
+// body of billing and plan denials: the native API's error shape.
+func AppendEnvelopeError(b []byte, ctx *fasthttp.RequestCtx, e *control.Error, status int) []byte {
+	if IsFlat(e) {
+		return AppendFlat(b, e)
+	}
+	b = append(b, `{"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"error":true,"message":`...)
+	b = jsonw.AppendString(b, e.Message)
+	if code := WireCode(e); code != "" {
+		b = append(b, `,"code":`...)
+		b = jsonw.AppendString(b, code)
+	}
+	b = append(b, `,"request_id":`...)
+	b = jsonw.AppendString(b, string(RequestID(ctx)))
+	return append(b, '}')
+}
+
+// AppendFlat writes {"error": code, "feature"?, "unit"?, "limit"?, "used"?}.
+// limit and used belong to metered denials, which always name their unit.
+func AppendFlat(b []byte, e *control.Error) []byte {
+	b = append(b, `{"error":`...)
+	b = jsonw.AppendString(b, e.Code)
+	if e.Feature != "" {
+		b = append(b, `,"feature":`...)
+		b = jsonw.AppendString(b, e.Feature)
+	}
+	if e.Unit != "" {
+		b = append(b, `,"unit":`...)
+		b = jsonw.AppendString(b, e.Unit)
+		b = append(b, `,"limit":`...)
+		b = strconv.AppendInt(b, e.Limit, 10)
+		b = append(b, `,"used":`...)
+		b = strconv.AppendInt(b, e.Used, 10)
+	}
+	return append(b, '}')
+}
+
+// APIRoot is the path prefix of every public API route.
+const APIRoot = "/voice-svc/api/v1/public"

@@ -1,4 +1,4 @@
-package gateway
+package openai
 
 import (
 	"bytes"
@@ -11,6 +11,7 @@ import (
 
 	"voicesvc/codec"
 	"voicesvc/synth"
+	"voicesvc/web"
 )
 
 // stream_format "sse" on the compatible endpoint (docs/api.md#compatible-speech):
@@ -31,24 +32,29 @@ import (
 // Without the plan's streaming feature the clip is synthesized whole first
 // (a wav then carries its true sizes) and the events go out in one body.
 
-// compatDeltaBytes sizes the delta events of formats with no fixed sample
+// deltaBytes sizes the delta events of formats with no fixed sample
 // width (mp3, Ogg Opus, FLAC): 1 KiB is 128 ms of 64 kbit/s Opus or MP3 and
 // about 40 ms of 24 kHz FLAC, in the range of the raw formats' 40 ms
 // events. The first piece always leaves at once (synth.Coalescer).
-const compatDeltaBytes = 1024
+const deltaBytes = 1024
 
 var (
-	sseDeltaStart = []byte(`data: {"type":"speech.audio.delta","audio":"`)
-	sseDeltaEnd   = []byte("\"}\n\n")
+	contentTypeSSE    = []byte("text/event-stream")
+	hdrCacheControl   = []byte("Cache-Control")
+	hdrAccelBuffering = []byte("X-Accel-Buffering")
+	valNoCache        = []byte("no-cache")
+	valNo             = []byte("no")
+	sseDeltaStart     = []byte(`data: {"type":"speech.audio.delta","audio":"`)
+	sseDeltaEnd       = []byte("\"}\n\n")
 )
 
-// compatSSE answers an admitted compat synthesis as delta events, streamed
+// speechSSE answers an admitted compat synthesis as delta events, streamed
 // or (buffered) whole.
-func (s *Server) compatSSE(ctx *fasthttp.RequestCtx, job *synthJob, buffered bool) {
+func (o *Protocol) speechSSE(ctx *fasthttp.RequestCtx, job *web.Job, buffered bool) {
 	chars := job.Options.Chars()
-	size, width := s.compatDeltaSize(job.Pipe)
+	size, width := o.deltaSize(job.Pipe)
 	if buffered {
-		s.bufferedAudio(ctx, job, "compat", func(ctx *fasthttp.RequestCtx, _ *codec.Pipeline) {
+		o.h.Buffered(ctx, job, o.series, func(ctx *fasthttp.RequestCtx, _ *codec.Pipeline) {
 			var events bytes.Buffer
 			w := newDeltaWriter(&events, nil, size, width)
 			// Fed in pieces of size: the first write would pass whole.
@@ -60,46 +66,39 @@ func (s *Server) compatSSE(ctx *fasthttp.RequestCtx, job *synthJob, buffered boo
 			}
 			_ = w.Done(chars)
 			ctx.Response.SetBodyRaw(events.Bytes())
-			setCompatSSEHeaders(ctx)
+			setSSEHeaders(ctx)
 		})
 		return
 	}
-	st, err := s.startStream(job, "compat", func(rctx context.Context, st *audioStream) (synth.Result, error) {
+	o.h.Stream(ctx, job, o.series, func(rctx context.Context, st web.Stream) (synth.Result, error) {
 		w := newDeltaWriter(st, st.Flush, size, width)
 		res, err := job.Run(rctx, w.Audio)
 		if err != nil {
 			return res, err // after the first event: aborts the body
 		}
 		return res, w.Done(chars)
-	})
-	if err != nil {
-		s.synthFailed(ctx, err)
-		return
-	}
-	setCompatSSEHeaders(ctx)
-	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
-	ctx.SetBodyStream(st, -1)
+	}, setSSEHeaders)
 }
 
-// compatDeltaSize is the bytes per delta event and the unit they are cut
+// deltaSize is the bytes per delta event and the unit they are cut
 // in: whole samples of the raw formats (wav's 44-byte header is a whole
 // number of them), bytes of the others.
-func (s *Server) compatDeltaSize(p *codec.Pipeline) (size, width int) {
+func (o *Protocol) deltaSize(p *codec.Pipeline) (size, width int) {
 	width = p.Format().BytesPerSample()
 	if p.Format() == codec.WAV {
 		width = 2
 	}
 	if width == 0 {
-		return compatDeltaBytes, 1
+		return deltaBytes, 1
 	}
-	chunk := s.cfg.SSEChunk
+	chunk := o.cfg.SSEChunk
 	if chunk <= 0 {
 		chunk = synth.DefaultCoalesce
 	}
 	return synth.CoalesceBytes(p.Rate(), width, chunk), width
 }
 
-func setCompatSSEHeaders(ctx *fasthttp.RequestCtx) {
+func setSSEHeaders(ctx *fasthttp.RequestCtx) {
 	h := &ctx.Response.Header
 	h.SetContentTypeBytes(contentTypeSSE)
 	h.SetCanonical(hdrCacheControl, valNoCache)
