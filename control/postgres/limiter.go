@@ -120,7 +120,9 @@ func (l *Limiter) renew(ctx context.Context) {
 
 // Acquire takes one slot of kind for ws when fewer than limit are held
 // across all servers; limit < 1 means no limit (nothing is recorded).
-func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (control.Lease, int, error) {
+func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (_ control.Lease, _ int, err error) {
+	ctx, end := l.db.call(ctx)
+	defer end(&err)
 	if limit < 1 {
 		return noLease{}, 0, nil
 	}
@@ -147,7 +149,7 @@ func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 	}
 	var ok bool
 	var free int
-	err := l.db.pool.QueryRow(ctx, `SELECT ok, free FROM limiter_slot_take($1, $2, $3, $4, $5, $6, $7)`,
+	err = l.db.pool.QueryRow(ctx, `SELECT ok, free FROM limiter_slot_take($1, $2, $3, $4, $5, $6, $7)`,
 		ws, kind, limit, id, l.holder, l.ttl.Milliseconds(), release).Scan(&ok, &free)
 	if err != nil {
 		l.requeue(release)
@@ -171,13 +173,15 @@ func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 // AllowRequest admits one request of ws if fewer than rps were admitted in
 // the last second (a sliding window: any 1-second span holds at most rps
 // admissions, a burst of rps included). rps < 1 means no limit.
-func (l *Limiter) AllowRequest(ctx context.Context, ws string, rps int) (control.RateDecision, error) {
+func (l *Limiter) AllowRequest(ctx context.Context, ws string, rps int) (_ control.RateDecision, err error) {
+	ctx, end := l.db.call(ctx)
+	defer end(&err)
 	if rps < 1 {
 		return control.RateDecision{Allowed: true}, nil
 	}
 	d := control.RateDecision{Limit: rps}
 	var resetMS int64
-	err := l.db.pool.QueryRow(ctx, `SELECT allowed, remaining, reset_ms FROM limiter_rate_take($1, $2)`, ws, rps).
+	err = l.db.pool.QueryRow(ctx, `SELECT allowed, remaining, reset_ms FROM limiter_rate_take($1, $2)`, ws, rps).
 		Scan(&d.Allowed, &d.Remaining, &resetMS)
 	if err != nil {
 		return control.RateDecision{}, fmt.Errorf("postgres: rate: %w", err)

@@ -39,15 +39,30 @@ const pollInterval = 250 * time.Millisecond
 // read-to-write upgrade that SQLite cannot wait for. Reads use their own pool
 // and, thanks to WAL, never wait for the writer.
 type DB struct {
-	write *sql.DB
-	read  *sql.DB
-	st    stmts // the request path's statements, prepared at Open
-	now   func() time.Time
+	write   *sql.DB
+	read    *sql.DB
+	st      stmts // the request path's statements, prepared at Open
+	now     func() time.Time
+	timeout time.Duration // bounds every store call (call)
+}
+
+// Options tune a store; zero values take the defaults.
+type Options struct {
+	// Timeout bounds every store call (DefaultTimeout), and is SQLite's
+	// busy_timeout: a file another process holds locked for longer fails
+	// the call with store_unavailable.
+	Timeout time.Duration
 }
 
 // Open opens (creating it and its directory when missing) the database file
 // at path and applies pending migrations.
-func Open(ctx context.Context, path string) (*DB, error) {
+func Open(ctx context.Context, path string) (*DB, error) { return OpenWith(ctx, path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -56,7 +71,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
-	common := "_busy_timeout=5000&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	common := fmt.Sprintf("_busy_timeout=%d", max(opts.Timeout.Milliseconds(), 1)) + "&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	write, err := sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -64,7 +79,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, now: time.Now}
+	db := &DB{write: write, now: time.Now, timeout: opts.Timeout}
 	if err := db.migrateRetrying(ctx); err != nil {
 		write.Close()
 		return nil, err
@@ -96,7 +111,9 @@ func (db *DB) Close() error {
 }
 
 // Ping checks that the database answers.
-func (db *DB) Ping(ctx context.Context) error {
+func (db *DB) Ping(ctx context.Context) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var one int
 	return db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 }
