@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"strings"
 	"syscall"
@@ -65,7 +66,10 @@ func classify(ctx context.Context, err error) error {
 //   - a network operation that failed (dial refused, reset, broken pipe,
 //     unknown host): the connect and pool-acquire failures wrap the
 //     *net.OpError of the dial;
-//   - the syscall errors of a lost connection, wherever they are wrapped;
+//   - the syscall errors of a lost connection, wherever they are wrapped,
+//     and the driver's own: a connect that failed without a server's answer,
+//     a connection closed under a transaction, an EOF where a message was
+//     due (the server or the network went away mid-query);
 //   - a SQLSTATE of class 08 (connection exception), 53 (insufficient
 //     resources: disk full, out of memory, too many connections) or
 //     57P01-57P03 (the server is shutting down, crashed, or not yet
@@ -92,9 +96,13 @@ func unavailable(err error) bool {
 	}
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) {
+		// A server that answers: only these states say it cannot serve (a
+		// failed login or a missing database is a configuration error).
 		return unavailableState(pe.Code)
 	}
-	return false
+	var ce *pgconn.ConnectError
+	return errors.As(err, &ce) || errors.Is(err, pgconn.ErrConnClosed) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 }
 
 // unavailableState reports whether a SQLSTATE means the server cannot serve.

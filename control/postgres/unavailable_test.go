@@ -45,7 +45,9 @@ func TestUnavailable(t *testing.T) {
 		{"deadline", fmt.Errorf("count voices: %w", context.DeadlineExceeded), true},
 		{"i/o timeout", &net.OpError{Op: "read", Err: os.ErrDeadlineExceeded}, true},
 		{"canceled", fmt.Errorf("q: %w", context.Canceled), false},
-		{"eof", io.ErrUnexpectedEOF, false},
+		{"unexpected eof", fmt.Errorf("receive message: %w", io.ErrUnexpectedEOF), true},
+		{"conn closed", fmt.Errorf("begin: %w", pgconn.ErrConnClosed), true},
+		{"connect without an answer", &pgconn.ConnectError{Config: &pgconn.Config{}}, true},
 		{"plain", errors.New("boom"), false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
