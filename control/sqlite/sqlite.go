@@ -44,6 +44,11 @@ type DB struct {
 	st      stmts // the request path's statements, prepared at Open
 	now     func() time.Time
 	timeout time.Duration // bounds every store call (call)
+	// writing is the write pool's one connection as a semaphore, taken
+	// before it with the call's context: database/sql's wait for a
+	// connection does not end with a context that cannot be canceled, and
+	// Charge runs without cancellation (see there).
+	writing chan struct{}
 }
 
 // Options tune a store; zero values take the defaults.
@@ -79,7 +84,7 @@ func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, now: time.Now, timeout: opts.Timeout}
+	db := &DB{write: write, now: time.Now, timeout: opts.Timeout, writing: make(chan struct{}, 1)}
 	if err := db.migrateRetrying(ctx); err != nil {
 		write.Close()
 		return nil, err
@@ -186,8 +191,35 @@ func (db *DB) migrate(ctx context.Context) error {
 	})
 }
 
+// startWrite takes the write connection's turn, waiting no longer than
+// ctx; waited reports whether another writer had it. endWrite gives it back.
+func (db *DB) startWrite(ctx context.Context) (waited bool, err error) {
+	select {
+	case db.writing <- struct{}{}:
+		return false, nil
+	default:
+	}
+	select {
+	case db.writing <- struct{}{}:
+		return true, nil
+	case <-ctx.Done():
+		return true, fmt.Errorf("sqlite: waiting to write: %w", ctx.Err())
+	}
+}
+
+func (db *DB) endWrite() { <-db.writing }
+
 // update runs fn in a write transaction and commits when it returns nil.
 func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if _, err := db.startWrite(ctx); err != nil {
+		return err
+	}
+	defer db.endWrite()
+	return db.updateTurn(ctx, fn)
+}
+
+// updateTurn is update for a caller that has the write turn.
+func (db *DB) updateTurn(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)

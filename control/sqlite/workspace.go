@@ -227,6 +227,10 @@ func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) (err err
 	defer end(&err)
 	// One autocommit statement: it holds the write lock from its first
 	// step, so no explicit transaction is needed for the check and the set.
+	if _, err := db.startWrite(ctx); err != nil {
+		return err
+	}
+	defer db.endWrite()
 	res, err := db.st.consumeToken.ExecContext(ctx, now, hash, now)
 	if err != nil {
 		return fmt.Errorf("sqlite: consume token: %w", err)

@@ -110,6 +110,11 @@ func Unavailable(t *testing.T, s control.Store, timeout time.Duration, h Hang) {
 		w("ExpireJobs", func(ctx context.Context) error { _, err := s.ExpireJobs(ctx, now+time.Hour.Milliseconds()); return err }),
 		w("Charge", func(ctx context.Context) error { _, _, err := s.Charge(ctx, ws.ID, month, 1000, 5, true); return err }),
 		w("Refund", func(ctx context.Context) error { return s.Refund(ctx, charge) }),
+		// Charges at once, as concurrent requests make them: none waits
+		// for another's turn past its own deadline.
+		w("Charge 2", func(ctx context.Context) error { _, _, err := s.Charge(ctx, ws.ID, month, 1000, 1, true); return err }),
+		w("Charge 3", func(ctx context.Context) error { _, _, err := s.Charge(ctx, ws.ID, month, 1000, 1, true); return err }),
+		w("Charge 4", func(ctx context.Context) error { _, _, err := s.Charge(ctx, ws.ID, month, 1000, 1, true); return err }),
 		r("Balance", func(ctx context.Context) error { _, err := s.Balance(ctx, ws.ID, month, 1000); return err }),
 		w("BeginIdempotent", func(ctx context.Context) error {
 			_, err := s.BeginIdempotent(ctx, ws.ID, "idem2", "fp", now)
