@@ -94,17 +94,31 @@ type Error struct {
 	Unit    string
 	Limit   int64
 	Used    int64
+
+	// Cause is the error behind this one, for logs only: never shown to a
+	// client (store_unavailable carries the driver's error here).
+	Cause error
 }
 
-func (e *Error) Error() string { return fmt.Sprintf("%s: %s", e.Code, e.Message) }
+func (e *Error) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%s: %s: %v", e.Code, e.Message, e.Cause)
+	}
+	return fmt.Sprintf("%s: %s", e.Code, e.Message)
+}
+
+// Unwrap returns the cause, so that errors.Is sees a deadline or a driver
+// error behind a store_unavailable.
+func (e *Error) Unwrap() error { return e.Cause }
 
 // Errorf returns an *Error with the given code and a formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code of err if it is (or wraps) an *Error,
-// EStoreUnavailable for an unreachable store, and EInternal otherwise.
+// ErrorCode returns the code of err if it is (or wraps) an *Error (an
+// unreachable store is one: the stores return StoreUnavailableError), and
+// EInternal otherwise.
 func ErrorCode(err error) string {
 	var e *Error
 	if errors.As(err, &e) {
@@ -113,22 +127,15 @@ func ErrorCode(err error) string {
 	if err == nil {
 		return ""
 	}
-	if StoreUnavailable(err) {
-		return EStoreUnavailable
-	}
 	return EInternal
 }
 
-// AsError returns err as an *Error: an unreachable store becomes
-// ErrStoreUnavailable (StoreUnavailable), anything else an internal error
+// AsError returns err as an *Error; anything else becomes an internal error
 // whose detail is not shown to clients (the caller logs it).
 func AsError(err error) *Error {
 	var e *Error
 	if errors.As(err, &e) {
 		return e
-	}
-	if StoreUnavailable(err) {
-		return ErrStoreUnavailable
 	}
 	return &Error{Code: EInternal, Message: "internal error"}
 }

@@ -56,17 +56,17 @@ func (s *Server) writeData(ctx *fasthttp.RequestCtx, status int, data payload) {
 
 // writeError answers with the failure envelope of docs/api.md#envelope, or with the
 // flat body for billing and plan denials. It is the only place an error
-// becomes a response. An error that is not *control.Error is a store that
-// cannot be reached (503 store_unavailable, Retry-After 1, logged as a
-// warning) or else "internal error", whose detail is only logged.
+// becomes a response. A store that cannot be reached (503 store_unavailable,
+// Retry-After 1) is logged as a warning with its cause; an error that is not
+// *control.Error is "internal error", whose detail is only logged.
 func (s *Server) writeError(ctx *fasthttp.RequestCtx, err error) {
 	var e *control.Error
 	switch {
-	case errors.As(err, &e) && e.Code != control.EInternal:
-	case control.StoreUnavailable(err):
+	case control.StoreUnavailable(err): // classified by the store, the cause kept for this log
 		s.log.Warn("store unavailable", "request_id", string(web.RequestID(ctx)),
 			"path", string(ctx.Path()), "err", err)
 		e = control.ErrStoreUnavailable
+	case errors.As(err, &e) && e.Code != control.EInternal:
 	default:
 		s.log.Error("internal error", "request_id", string(web.RequestID(ctx)),
 			"path", string(ctx.Path()), "err", err)

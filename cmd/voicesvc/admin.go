@@ -50,7 +50,7 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	if err := fs.Parse(rest); err != nil {
 		return 2
 	}
-	store, err := openStore(ctx, dbURL(*db))
+	store, err := openStore(ctx, dbURL(*db), defaultStoreTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
 		return 1

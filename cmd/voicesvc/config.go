@@ -20,6 +20,9 @@ type serveConfig struct {
 	DB      string
 	BaseURL string
 	Billing string
+	// StoreTimeout bounds every store call; past it the call answers 503
+	// store_unavailable, like a store that cannot be reached.
+	StoreTimeout time.Duration
 
 	Engine        string        // espeak | reference
 	Workers       int           // engine worker processes (0: in-process, one worker)
@@ -47,6 +50,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.SetOutput(stderr)
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:8080", "listen address (port 0 picks a free port); env VOICESVC_ADDR")
 	fs.StringVar(&c.DB, "db", defaultDB, "store: sqlite://PATH or postgres://...; env VOICESVC_DB")
+	fs.DurationVar(&c.StoreTimeout, "store-timeout", defaultStoreTimeout, "bound on every store call: a store that does not answer within it (hung, locked by another process, unreachable) gives 503 store_unavailable with Retry-After 1; env VOICESVC_STORE_TIMEOUT")
 	fs.StringVar(&c.BaseURL, "base-url", "", "public base URL (for audio URLs); env VOICESVC_BASE_URL")
 	fs.StringVar(&c.Billing, "billing", control.BillingEnforce, "default billing mode: off|meter|enforce; env VOICESVC_BILLING")
 	fs.StringVar(&c.Engine, "engine", "espeak", "speech engine: espeak | reference (a tone, for measuring the gateway); env VOICESVC_ENGINE")
@@ -88,7 +92,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 
 // serveEnv names the environment fallback of each flag.
 var serveEnv = map[string]string{
-	"addr": "VOICESVC_ADDR", "db": "VOICESVC_DB", "base-url": "VOICESVC_BASE_URL",
+	"addr": "VOICESVC_ADDR", "db": "VOICESVC_DB", "store-timeout": "VOICESVC_STORE_TIMEOUT", "base-url": "VOICESVC_BASE_URL",
 	"billing": "VOICESVC_BILLING", "engine": "VOICESVC_ENGINE",
 	"engine-workers": "VOICESVC_ENGINE_WORKERS", "engine-queue": "VOICESVC_ENGINE_QUEUE",
 	"engine-max-lag": "VOICESVC_ENGINE_MAX_LAG", "reference-rtf": "VOICESVC_REFERENCE_RTF",
@@ -137,6 +141,8 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--engine-max-lag %v: want 0 (off) to %v", c.MaxLag, maxEngineLag)
 	case c.ReferenceRTF < 0:
 		return fmt.Errorf("--reference-rtf %g: want 0 or more", c.ReferenceRTF)
+	case c.StoreTimeout <= 0 || c.StoreTimeout > maxStoreTimeout:
+		return fmt.Errorf("--store-timeout %v: want more than 0, at most %v", c.StoreTimeout, maxStoreTimeout)
 	case c.IdleTimeout <= 0:
 		return fmt.Errorf("--ws-idle-timeout must be positive")
 	case c.MaxConns < 0:

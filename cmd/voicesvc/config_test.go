@@ -132,3 +132,46 @@ func TestEngineMaxLag(t *testing.T) {
 		}
 	}
 }
+
+// --store-timeout: flag, environment and file; 0, negatives and more than
+// the gateway's own 10 s bound are refused at start.
+func TestStoreTimeout(t *testing.T) {
+	for _, v := range []string{"VOICESVC_STORE_TIMEOUT", "VOICESVC_CONFIG"} {
+		os.Unsetenv(v)
+	}
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	if err := os.WriteFile(file, []byte("store_timeout: 3s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		args []string
+		env  string
+		want time.Duration
+		ok   bool
+	}{
+		{nil, "", 5 * time.Second, true},
+		{[]string{"--store-timeout", "2s"}, "", 2 * time.Second, true},
+		{nil, "750ms", 750 * time.Millisecond, true},
+		{[]string{"--store-timeout", "2s"}, "750ms", 2 * time.Second, true},
+		{[]string{"--config", file}, "", 3 * time.Second, true},
+		{[]string{"--config", file}, "1s", time.Second, true},
+		{[]string{"--store-timeout", "0"}, "", 0, false},
+		{[]string{"--store-timeout", "-1s"}, "", 0, false},
+		{[]string{"--store-timeout", "11s"}, "", 0, false},
+		{nil, "soon", 0, false},
+	}
+	for _, tc := range tests {
+		if tc.env != "" {
+			t.Setenv("VOICESVC_STORE_TIMEOUT", tc.env)
+		} else {
+			os.Unsetenv("VOICESVC_STORE_TIMEOUT")
+		}
+		c, err := parseServeConfig(tc.args, io.Discard)
+		switch {
+		case tc.ok && (err != nil || c.StoreTimeout != tc.want):
+			t.Errorf("%v %q: %v %v, want %v", tc.args, tc.env, c.StoreTimeout, err, tc.want)
+		case !tc.ok && err == nil:
+			t.Errorf("%v %q: accepted (%v)", tc.args, tc.env, c.StoreTimeout)
+		}
+	}
+}

@@ -44,7 +44,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) int {
 // and runs until ctx ends, then shuts down gracefully.
 func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.Writer) error {
 	maxConns := connectionCap(cfg.MaxConns, logger)
-	store, err := openStore(ctx, cfg.DB)
+	store, err := openStore(ctx, cfg.DB, cfg.StoreTimeout)
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"voicesvc/control"
 	"voicesvc/control/postgres"
@@ -12,6 +13,14 @@ import (
 )
 
 const defaultDB = "sqlite://./data/voicesvc.db"
+
+// defaultStoreTimeout bounds a store call unless --store-timeout says
+// otherwise; maxStoreTimeout keeps it under the gateway's own 10 s bound
+// on a handler's store call, so that a hung store is a 503, not a wait.
+const (
+	defaultStoreTimeout = 5 * time.Second
+	maxStoreTimeout     = 10 * time.Second
+)
 
 // dbURL is the --db value, else VOICESVC_DB, else the embedded default.
 func dbURL(flagValue string) string {
@@ -24,17 +33,18 @@ func dbURL(flagValue string) string {
 	return defaultDB
 }
 
-// openStore opens the store a --db URL names and applies its migrations.
-func openStore(ctx context.Context, url string) (control.Store, error) {
+// openStore opens the store a --db URL names and applies its migrations;
+// timeout bounds each of its calls (--store-timeout).
+func openStore(ctx context.Context, url string, timeout time.Duration) (control.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite://"):
 		path := strings.TrimPrefix(url, "sqlite://")
 		if path == "" {
 			return nil, fmt.Errorf("--db %q: no file path after sqlite://", url)
 		}
-		return sqlite.Open(ctx, path)
+		return sqlite.OpenWith(ctx, path, sqlite.Options{Timeout: timeout})
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return postgres.Open(ctx, url)
+		return postgres.OpenWith(ctx, url, postgres.Options{Timeout: timeout})
 	}
 	return nil, fmt.Errorf("--db %q: want sqlite://PATH or postgres://...", url)
 }

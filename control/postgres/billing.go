@@ -15,11 +15,13 @@ import (
 // covers with one conditional upsert under the usage row's lock, and decides
 // any other under the usage row's and then the workspace row's lock, so
 // charges on any server never lose an update nor overdraw.
-func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (control.Charge, control.Balance, error) {
+func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (_ control.Charge, _ control.Balance, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	day := control.Day(db.now())
 	var found, ok bool
 	var used, credits, fromA, fromC int64
-	err := db.pool.QueryRow(ctx, `SELECT ws_found, ok, coalesce(used_before, 0), coalesce(credits_before, 0),
+	err = db.pool.QueryRow(ctx, `SELECT ws_found, ok, coalesce(used_before, 0), coalesce(credits_before, 0),
 		from_allowance, from_credits FROM billing_charge($1, $2, $3, $4, $5, $6)`, ws, month, day, allowance, chars, enforce).
 		Scan(&found, &ok, &used, &credits, &fromA, &fromC)
 	if err != nil {
@@ -40,7 +42,9 @@ func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int
 }
 
 // Refund gives back exactly what c took, from its month and its day.
-func (db *DB) Refund(ctx context.Context, c control.Charge) error {
+func (db *DB) Refund(ctx context.Context, c control.Charge) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	if c.FromAllowance == 0 && c.FromCredits == 0 {
 		return nil
 	}
@@ -57,9 +61,11 @@ func (db *DB) Refund(ctx context.Context, c control.Charge) error {
 }
 
 // Balance reports the month's state. ENotFound for an unknown workspace.
-func (db *DB) Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error) {
+func (db *DB) Balance(ctx context.Context, ws, month string, allowance int64) (_ control.Balance, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	bal := control.Balance{Allowance: allowance}
-	err := db.pool.QueryRow(ctx, `SELECT w.credits, COALESCE(u.used, 0) FROM workspaces w
+	err = db.pool.QueryRow(ctx, `SELECT w.credits, COALESCE(u.used, 0) FROM workspaces w
 		LEFT JOIN usage u ON u.workspace_id = w.id AND u.month = $1 WHERE w.id = $2`, month, ws).Scan(&bal.Credits, &bal.Used)
 	if err != nil {
 		return bal, notFound(err, "workspace not found")
@@ -91,14 +97,16 @@ func addUsage(ctx context.Context, tx pgx.Tx, ws, month string, used, credits in
 
 // BeginIdempotent claims key for a request with fingerprint. Entries older
 // than control.IdempotencyTTL count as absent and are purged on the way.
-func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, now int64) (*control.IdempotentResponse, error) {
+func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, now int64) (_ *control.IdempotentResponse, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	cutoff := now - control.IdempotencyTTL.Milliseconds()
 	// Purge a few other expired keys on the way, outside the transaction and
 	// skipping locked rows, so that concurrent purges never deadlock.
 	_, _ = db.pool.Exec(ctx, `DELETE FROM idempotency WHERE ctid IN (SELECT ctid FROM idempotency
 		WHERE created_at < $1 LIMIT 100 FOR UPDATE SKIP LOCKED)`, cutoff)
 	var resp *control.IdempotentResponse
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	err = db.update(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND created_at < $3`,
 			ws, key, cutoff); err != nil {
 			return fmt.Errorf("postgres: expire idempotency key: %w", err)
@@ -129,7 +137,9 @@ func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, 
 
 // FinishIdempotent stores the response of a claimed key. ENotFound when the
 // key is not claimed (abandoned or expired meanwhile).
-func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
+func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	headers, body, err := control.EncodeIdempotent(resp)
 	if err != nil {
 		return err
@@ -146,8 +156,10 @@ func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *contro
 }
 
 // AbandonIdempotent frees a claimed key so that a retry runs again.
-func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) error {
-	_, err := db.pool.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
+func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	_, err = db.pool.Exec(ctx, `DELETE FROM idempotency WHERE workspace_id = $1 AND key = $2 AND state = 'in_progress'`, ws, key)
 	if err != nil {
 		return fmt.Errorf("postgres: abandon idempotency: %w", err)
 	}

@@ -11,7 +11,9 @@ import (
 )
 
 // CreateLoginLink stores l, purging expired links on the way.
-func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
+func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	now := db.nowMS()
 	if l.CreatedAt == 0 {
 		l.CreatedAt = now
@@ -33,7 +35,9 @@ func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
 // RedeemLoginLink deletes the link and stores the session in one
 // transaction; the DELETE takes the link's row lock, so of concurrent
 // redemptions one deletes it and the others find nothing.
-func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) error {
+func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error {
 		var ws string
 		err := tx.QueryRow(ctx, `DELETE FROM login_links WHERE hash = $1 AND expires_at > $2
@@ -59,9 +63,11 @@ func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess 
 }
 
 // GetDashboardSession returns the live session with hash.
-func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (*control.DashboardSession, error) {
+func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (_ *control.DashboardSession, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var s control.DashboardSession
-	err := db.pool.QueryRow(ctx, `SELECT id, hash, workspace_id, expires_at, created_at
+	err = db.pool.QueryRow(ctx, `SELECT id, hash, workspace_id, expires_at, created_at
 		FROM dashboard_sessions WHERE hash = $1 AND expires_at > $2`, hash, now).
 		Scan(&s.ID, &s.Hash, &s.WorkspaceID, &s.ExpiresAt, &s.CreatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -74,7 +80,9 @@ func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (
 }
 
 // DeleteDashboardSession ends the session with hash.
-func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) error {
+func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	if _, err := db.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE hash = $1`, hash); err != nil {
 		return fmt.Errorf("postgres: delete session: %w", err)
 	}
@@ -82,7 +90,9 @@ func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) error {
 }
 
 // ListAPIKeys returns the workspace's keys, newest first.
-func (db *DB) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, error) {
+func (db *DB) ListAPIKeys(ctx context.Context, ws string) (_ []*control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	rows, err := db.pool.Query(ctx, `SELECT `+keyCols+` FROM api_keys WHERE workspace_id = $1
 		ORDER BY created_at DESC, id DESC`, ws)
 	if err != nil {
@@ -101,7 +111,9 @@ func (db *DB) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, er
 }
 
 // DailyUsage returns the billed days of ws from..to, oldest first.
-func (db *DB) DailyUsage(ctx context.Context, ws, from, to string) ([]control.DailyUsage, error) {
+func (db *DB) DailyUsage(ctx context.Context, ws, from, to string) (_ []control.DailyUsage, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	rows, err := db.pool.Query(ctx, `SELECT day, characters FROM usage_daily
 		WHERE workspace_id = $1 AND day >= $2 AND day <= $3 AND characters <> 0 ORDER BY day`, ws, from, to)
 	if err != nil {

@@ -15,7 +15,9 @@ const jobCols = `id, voice_id, org_id, job_type, status, progress, error, attemp
 
 // StartEnrollment moves voice v from draft or failed to processing, records
 // consent, and stores the pending job and its clip, all in one transaction.
-func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool, job *control.Job, clip *control.Clip) error {
+func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool, job *control.Job, clip *control.Clip) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error {
 		now := db.nowMS()
 		if create {
@@ -86,7 +88,9 @@ func findJob(ctx context.Context, q querier, tail string, args ...any) (*control
 }
 
 // GetJob returns ENotFound for an unknown id.
-func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
+func (db *DB) GetJob(ctx context.Context, id string) (_ *control.Job, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return findJob(ctx, db.pool, `WHERE id = $1`, id)
 }
 
@@ -94,7 +98,9 @@ func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
 // lapsed, with its clip, in one statement. SKIP LOCKED lets concurrent
 // claimers on any server pass over a row another is taking instead of
 // waiting for it and claiming it twice.
-func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (*control.Job, *control.Clip, error) {
+func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (_ *control.Job, _ *control.Clip, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	now := db.nowMS()
 	var clip control.Clip
 	var hasClip bool
@@ -119,7 +125,9 @@ func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (
 
 // ReportProgress renews the lease and sets progress. ENotFound when the job
 // is not running under owner.
-func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) error {
+func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	now := db.nowMS()
 	res, err := db.pool.Exec(ctx, `UPDATE jobs SET progress = $1, lease_until = $2, updated_at = $3
 		WHERE id = $4 AND lease_owner = $5 AND status = 'running'`, progress, now+lease.Milliseconds(), now, jobID, owner)
@@ -134,7 +142,9 @@ func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress 
 
 // SucceedJob ends the job and makes its voice ready. A second call for a
 // succeeded job is a no-op, so an at-least-once worker may repeat it.
-func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byte, sampleURL string) error {
+func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byte, sampleURL string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.finishJob(ctx, jobID, owner, control.JobSucceeded, func(tx pgx.Tx, j *control.Job, now int64) error {
 		_, err := tx.Exec(ctx, `UPDATE voices SET status = 'ready', profile = $1,
 			sample_audio_url = CASE WHEN $2 <> '' THEN $3 ELSE sample_audio_url END, updated_at = $4 WHERE id = $5`,
@@ -144,7 +154,9 @@ func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byt
 }
 
 // FailJob ends the job with jerr and makes its voice failed.
-func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.JobError) error {
+func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.JobError) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.finishJob(ctx, jobID, owner, control.JobFailed, func(tx pgx.Tx, j *control.Job, now int64) error {
 		_, err := tx.Exec(ctx, `UPDATE voices SET status = 'failed', updated_at = $1 WHERE id = $2`, now, j.VoiceID)
 		return err
@@ -181,9 +193,11 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 
 // ExpireJobs ends jobs pending since before cutoff as expired, fails their
 // voices and drops their clips, a few statements whatever their number.
-func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
+func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (_ int, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var n int
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	err = db.update(ctx, func(tx pgx.Tx) error {
 		now := db.nowMS()
 		rows, err := tx.Query(ctx, `UPDATE jobs SET status = 'expired', error = $1, updated_at = $2
 			WHERE id IN (SELECT id FROM jobs WHERE status = 'pending' AND created_at < $3 FOR UPDATE SKIP LOCKED)

@@ -32,6 +32,13 @@ type LimiterOptions struct {
 // back, this server sees its own releases at once, and other servers see
 // them at most releaseDelay plus a round trip later (the limit is briefly
 // stricter, never looser). Close flushes.
+//
+// A release that fails to reach the database (the store is down or hung)
+// is kept and retried in the background, every retryMax at most, until it
+// lands or the limiter closes: when the store comes back its slots are free
+// within a second, instead of staying taken until their TTL (issue 26).
+// At most maxPending releases wait; beyond, the oldest are given up to
+// expire after TTL, so an outage cannot grow memory without bound.
 type Limiter struct {
 	db     *DB
 	holder string
@@ -80,9 +87,9 @@ func (l *Limiter) Close() {
 	l.mu.Lock()
 	l.closed = true
 	l.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), l.db.timeout)
 	defer cancel()
-	l.flush(ctx)
+	_ = l.flush(ctx) // what fails now expires after TTL
 }
 
 // renew extends the leases this limiter holds, in one statement per tick.
@@ -120,7 +127,9 @@ func (l *Limiter) renew(ctx context.Context) {
 
 // Acquire takes one slot of kind for ws when fewer than limit are held
 // across all servers; limit < 1 means no limit (nothing is recorded).
-func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (control.Lease, int, error) {
+func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (_ control.Lease, _ int, err error) {
+	ctx, end := l.db.call(ctx)
+	defer end(&err)
 	if limit < 1 {
 		return noLease{}, 0, nil
 	}
@@ -147,7 +156,7 @@ func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 	}
 	var ok bool
 	var free int
-	err := l.db.pool.QueryRow(ctx, `SELECT ok, free FROM limiter_slot_take($1, $2, $3, $4, $5, $6, $7)`,
+	err = l.db.pool.QueryRow(ctx, `SELECT ok, free FROM limiter_slot_take($1, $2, $3, $4, $5, $6, $7)`,
 		ws, kind, limit, id, l.holder, l.ttl.Milliseconds(), release).Scan(&ok, &free)
 	if err != nil {
 		l.requeue(release)
@@ -171,13 +180,15 @@ func (l *Limiter) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 // AllowRequest admits one request of ws if fewer than rps were admitted in
 // the last second (a sliding window: any 1-second span holds at most rps
 // admissions, a burst of rps included). rps < 1 means no limit.
-func (l *Limiter) AllowRequest(ctx context.Context, ws string, rps int) (control.RateDecision, error) {
+func (l *Limiter) AllowRequest(ctx context.Context, ws string, rps int) (_ control.RateDecision, err error) {
+	ctx, end := l.db.call(ctx)
+	defer end(&err)
 	if rps < 1 {
 		return control.RateDecision{Allowed: true}, nil
 	}
 	d := control.RateDecision{Limit: rps}
 	var resetMS int64
-	err := l.db.pool.QueryRow(ctx, `SELECT allowed, remaining, reset_ms FROM limiter_rate_take($1, $2)`, ws, rps).
+	err = l.db.pool.QueryRow(ctx, `SELECT allowed, remaining, reset_ms FROM limiter_rate_take($1, $2)`, ws, rps).
 		Scan(&d.Allowed, &d.Remaining, &resetMS)
 	if err != nil {
 		return control.RateDecision{}, fmt.Errorf("postgres: rate: %w", err)
@@ -198,8 +209,9 @@ type lease struct {
 
 // Release frees the slot once however often it is called. It queues the
 // lease for deletion and returns without a round trip; after Close, when no
-// flush runs any more, it deletes the row itself. Should the deletion fail,
-// the row is no longer renewed and expires after TTL.
+// flush runs any more, it deletes the row itself. A deletion that fails is
+// retried in the background until it lands (after Close it is not: the row,
+// no longer renewed, expires after TTL).
 func (s *lease) Release() {
 	if !s.done.CompareAndSwap(false, true) {
 		return
@@ -209,11 +221,11 @@ func (s *lease) Release() {
 	delete(l.held, s.id)
 	closed := l.closed
 	if !closed {
-		l.released = append(l.released, s.id)
+		l.released = boundPending(append(l.released, s.id))
 	}
 	l.mu.Unlock()
 	if closed {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), l.db.timeout)
 		defer cancel()
 		_, _ = l.db.pool.Exec(ctx, `SELECT limiter_slots_release($1)`, []string{s.id})
 		return
@@ -231,7 +243,7 @@ func (l *Limiter) requeue(ids []string) {
 		return
 	}
 	l.mu.Lock()
-	l.released = append(l.released, ids...)
+	l.released = boundPending(append(l.released, ids...))
 	l.mu.Unlock()
 	select {
 	case l.wake <- struct{}{}:
@@ -246,8 +258,29 @@ func (l *Limiter) requeue(ids []string) {
 // one. Other servers see a release at most this much later.
 const releaseDelay = 20 * time.Millisecond
 
+// Retrying releases that failed: the first retry after retryMin, doubling
+// up to retryMax, which bounds how long after the store's return its slots
+// stay taken.
+const (
+	retryMin = 25 * time.Millisecond
+	retryMax = 250 * time.Millisecond
+)
+
+// maxPending bounds the releases kept for retry during an outage.
+const maxPending = 1 << 16
+
+// boundPending drops the oldest releases beyond maxPending: those rows are
+// no longer renewed and expire after TTL.
+func boundPending(ids []string) []string {
+	if over := len(ids) - maxPending; over > 0 {
+		ids = append(ids[:0], ids[over:]...)
+	}
+	return ids
+}
+
 // flushLoop deletes queued releases releaseDelay after the first of them
-// was queued, in one statement for all of them, until ctx ends.
+// was queued, in one statement for all of them, until ctx ends. A flush
+// that fails is retried with backoff until it lands.
 func (l *Limiter) flushLoop(ctx context.Context) {
 	t := time.NewTimer(releaseDelay)
 	t.Stop()
@@ -264,33 +297,49 @@ func (l *Limiter) flushLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		l.flush(fctx)
-		cancel()
+		for wait := retryMin; ; wait = min(2*wait, retryMax) {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.db.timeout)
+			err := l.flush(fctx)
+			cancel()
+			if err == nil {
+				break
+			}
+			t.Reset(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return // Close flushes once more
+			case <-t.C:
+			}
+		}
 	}
 }
 
 // flush deletes the queued releases. Acquire waits for a flush in flight
 // (l.flushing) before counting, so that it never counts a lease its own
-// server has released.
-func (l *Limiter) flush(ctx context.Context) {
+// server has released. A failed delete puts its releases back in the
+// queue for the next try.
+func (l *Limiter) flush(ctx context.Context) error {
 	l.mu.Lock()
 	ids := l.released
 	l.released = nil
 	if len(ids) == 0 {
 		l.mu.Unlock()
-		return
+		return nil
 	}
 	done := make(chan struct{})
 	l.flushing = done
 	l.mu.Unlock()
-	// A failed delete is not retried: those rows are no longer renewed and
-	// expire after TTL.
-	_, _ = l.db.pool.Exec(ctx, `SELECT limiter_slots_release($1)`, ids)
+	_, err := l.db.pool.Exec(ctx, `SELECT limiter_slots_release($1)`, ids)
 	l.mu.Lock()
+	if err != nil {
+		// Older first, so that boundPending gives up the oldest.
+		l.released = boundPending(append(ids, l.released...))
+	}
 	l.flushing = nil
 	l.mu.Unlock()
 	close(done)
+	return err
 }
 
 type noLease struct{}

@@ -38,12 +38,32 @@ type DB struct {
 	pool    *pgxpool.Pool
 	channel string // NOTIFY channel, per schema so that schemas do not mix
 	now     func() time.Time
+	timeout time.Duration // bounds every store call (call)
+}
+
+// Options tune a store; zero values take the defaults.
+type Options struct {
+	// Timeout bounds every store call (DefaultTimeout): past it the call
+	// fails with store_unavailable, as when the server cannot be reached.
+	Timeout time.Duration
 }
 
 // Open connects to dsn (a postgres:// URL or key=value string; unknown
 // parameters such as search_path become session settings) and applies
 // pending migrations.
-func Open(ctx context.Context, dsn string) (*DB, error) {
+func Open(ctx context.Context, dsn string) (*DB, error) { return OpenWith(ctx, dsn, Options{}) }
+
+// OpenWith is Open with options. A database that cannot be reached is
+// store_unavailable here too.
+func OpenWith(ctx context.Context, dsn string, opts Options) (_ *DB, err error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	defer func() {
+		if err != nil && unavailable(err) {
+			err = control.StoreUnavailableError(err)
+		}
+	}()
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
@@ -57,7 +77,7 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
-	db := &DB{pool: pool, now: time.Now}
+	db := &DB{pool: pool, now: time.Now, timeout: opts.Timeout}
 	if err := db.migrate(ctx); err != nil {
 		pool.Close()
 		return nil, err
@@ -81,7 +101,11 @@ func (db *DB) Close() error {
 }
 
 // Ping checks that the database answers.
-func (db *DB) Ping(ctx context.Context) error { return db.pool.Ping(ctx) }
+func (db *DB) Ping(ctx context.Context) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	return db.pool.Ping(ctx)
+}
 
 // migrate applies the embedded migrations not yet recorded, holding an
 // advisory lock so that servers starting together apply each once.

@@ -14,7 +14,9 @@ const voiceCols = `id, org_id, name, description, status, clone_method, visibili
 	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at, engine`
 
 // CreateVoice inserts v, filling its id and timestamps when empty.
-func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
+func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error { return db.insertVoice(ctx, tx, v) })
 }
 
@@ -58,12 +60,16 @@ func findVoice(ctx context.Context, q querier, tail string, args ...any) (*contr
 }
 
 // GetVoice returns any voice by id. ENotFound.
-func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
+func (db *DB) GetVoice(ctx context.Context, id string) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return findVoice(ctx, db.pool, `WHERE id = $1`, id)
 }
 
 // GetVoiceByAlias returns a public voice by alias. ENotFound.
-func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice, error) {
+func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	if alias == "" {
 		return nil, control.Errorf(control.ENotFound, "voice not found")
 	}
@@ -72,7 +78,9 @@ func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice
 
 // ListVoices returns the workspace's own voices (newest first), then ready
 // public voices of other workspaces (by alias), paged, and the total.
-func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error) {
+func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) (_ []*control.Voice, _ int, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	where := []string{`(org_id = $1 OR (visibility = 'public' AND status = 'ready'))`}
 	args := []any{f.WorkspaceID}
 	for _, c := range []struct{ col, val string }{
@@ -105,9 +113,11 @@ func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control
 }
 
 // UpdateVoice changes a voice of workspace ws. ENotFound.
-func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (*control.Voice, error) {
+func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var v *control.Voice
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	err = db.update(ctx, func(tx pgx.Tx) error {
 		var err error
 		if v, err = findVoice(ctx, tx, `WHERE id = $1 AND org_id = $2`, id, ws); err != nil {
 			return err
@@ -144,7 +154,9 @@ func writeVoice(ctx context.Context, tx pgx.Tx, v *control.Voice) error {
 
 // DeleteVoice removes a voice of ws, cancels its live jobs and drops their
 // clips. ENotFound.
-func (db *DB) DeleteVoice(ctx context.Context, ws, id string) error {
+func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `DELETE FROM voices WHERE id = $1 AND org_id = $2`, id, ws)
 		if err != nil {
@@ -167,7 +179,9 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) error {
 
 // SeedCatalog makes catalogWS own exactly voices, matched by alias, creating
 // the catalog workspace when missing.
-func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) error {
+func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) (err error) {
+	ctx, end := db.callWithin(ctx, max(db.timeout, seedTimeout))
+	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error {
 		// Servers starting together would otherwise insert an alias twice.
 		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, lockSeed); err != nil {

@@ -12,9 +12,11 @@ import (
 const workspaceCols = `id, name, plan, billing, streaming, allowance, credits, concurrency, rps, sessions, created_at, updated_at`
 
 // CreateWorkspace inserts w, filling its id and timestamps when empty.
-func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
+func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	w.SetDefaults(db.nowMS())
-	_, err := db.pool.Exec(ctx, `INSERT INTO workspaces (`+workspaceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
+	_, err = db.pool.Exec(ctx, `INSERT INTO workspaces (`+workspaceCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9,$10,$11,$12)`,
 		w.ID, w.Name, w.Plan, w.Billing, w.Streaming, w.Allowance, w.Credits, w.Concurrency, w.RPS, w.Sessions,
 		w.CreatedAt, w.UpdatedAt)
 	if err != nil {
@@ -24,7 +26,9 @@ func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
 }
 
 // GetWorkspace returns ENotFound for an unknown id.
-func (db *DB) GetWorkspace(ctx context.Context, id string) (*control.Workspace, error) {
+func (db *DB) GetWorkspace(ctx context.Context, id string) (_ *control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	w, err := scanWorkspace(db.pool.QueryRow(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE id = $1`, id))
 	if err != nil {
 		return nil, notFound(err, "workspace not found")
@@ -35,9 +39,11 @@ func (db *DB) GetWorkspace(ctx context.Context, id string) (*control.Workspace, 
 // UpdateWorkspace applies upd under the workspace's row lock (the lock
 // charges that need credits take too); Used sets the current UTC month's
 // usage.
-func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (*control.Workspace, error) {
+func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (_ *control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var w *control.Workspace
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	err = db.update(ctx, func(tx pgx.Tx) error {
 		// Usage first: the lock order of billing_charge (migration 004) is
 		// usage, then workspace. An unknown workspace rolls it back.
 		if upd.Used != nil {
@@ -81,7 +87,9 @@ func scanWorkspace(row pgx.Row) (*control.Workspace, error) {
 const keyCols = `id, workspace_id, name, hash, scopes, legacy, expires_at, revoked_at, created_at`
 
 // CreateAPIKey inserts k and records a change.
-func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
+func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k.SetDefaults(db.nowMS())
 	return db.update(ctx, func(tx pgx.Tx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO api_keys (`+keyCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9)`,
@@ -94,7 +102,9 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
 }
 
 // GetAPIKeyByHash returns ENotFound when no key has that hash.
-func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey, error) {
+func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE hash = $1`, hash))
 	if err != nil {
 		return nil, notFound(err, "key not found")
@@ -103,7 +113,9 @@ func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey
 }
 
 // GetAPIKey returns ENotFound for an unknown id.
-func (db *DB) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error) {
+func (db *DB) GetAPIKey(ctx context.Context, id string) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k, err := scanKey(db.pool.QueryRow(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = $1`, id))
 	if err != nil {
 		return nil, notFound(err, "key not found")
@@ -112,9 +124,11 @@ func (db *DB) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error)
 }
 
 // RevokeAPIKey sets RevokedAt, keeping an earlier one, and records a change.
-func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (*control.APIKey, error) {
+func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var k *control.APIKey
-	err := db.update(ctx, func(tx pgx.Tx) error {
+	err = db.update(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at = 0`, at, id)
 		if err != nil {
 			return fmt.Errorf("postgres: revoke key: %w", err)
@@ -145,9 +159,11 @@ func scanKey(row pgx.Row) (*control.APIKey, error) {
 const tokenCols = `id, hash, workspace_id, key_id, voice_ids, expires_at, consumed_at, created_at`
 
 // CreateToken inserts t.
-func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
+func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	t.SetDefaults(db.nowMS())
-	_, err := db.pool.Exec(ctx, `INSERT INTO access_tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
+	_, err = db.pool.Exec(ctx, `INSERT INTO access_tokens (`+tokenCols+`) VALUES ($1,$2,$3,$4,$5,$6,$7,$8)`,
 		t.ID, t.Hash, t.WorkspaceID, t.KeyID, control.NonNil(t.VoiceIDs), t.ExpiresAt, t.ConsumedAt, t.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("postgres: insert token: %w", err)
@@ -156,9 +172,11 @@ func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
 }
 
 // GetTokenByHash returns ETokenInvalid when unknown.
-func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessToken, error) {
+func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (_ *control.AccessToken, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var t control.AccessToken
-	err := db.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM access_tokens WHERE hash = $1`, hash).
+	err = db.pool.QueryRow(ctx, `SELECT `+tokenCols+` FROM access_tokens WHERE hash = $1`, hash).
 		Scan(&t.ID, &t.Hash, &t.WorkspaceID, &t.KeyID, &t.VoiceIDs, &t.ExpiresAt, &t.ConsumedAt, &t.CreatedAt)
 	if err == pgx.ErrNoRows {
 		return nil, control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
@@ -171,7 +189,9 @@ func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessT
 
 // ConsumeToken marks the token used with one conditional UPDATE: the row
 // lock makes every other concurrent UPDATE re-check consumed_at and miss.
-func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) error {
+func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	tag, err := db.pool.Exec(ctx, `UPDATE access_tokens SET consumed_at = $1
 		WHERE hash = $2 AND consumed_at = 0 AND expires_at > $1`, now, hash)
 	if err != nil {

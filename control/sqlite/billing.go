@@ -18,21 +18,32 @@ import (
 // counter costs about 8 µs a charge (BenchmarkLimitsAndCharge p50 15 -> 23
 // µs on a loaded 2-core machine): the price of a daily total that never
 // disagrees with the month's.
-func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (control.Charge, control.Balance, error) {
-	// The transaction runs without ctx's cancellation: for a context that
-	// can end, database/sql and modernc each start a watcher goroutine per
-	// query, which together cost about as much as the charge itself (35 µs
-	// on top of 50 µs, measured on a loaded machine). Nothing is lost: a
-	// waiting charge is bounded by busy_timeout (file locks) and by the
-	// other writers' short statements (the connection), and a charge that
-	// ran is a charge made, whatever ctx says by then.
+func (db *DB) Charge(ctx context.Context, ws, month string, allowance, chars int64, enforce bool) (_ control.Charge, _ control.Balance, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	// The transaction runs without ctx's cancellation when it got the
+	// write turn at once: for a context that can end, database/sql and
+	// modernc each start a watcher goroutine per query, which together cost
+	// about as much as the charge itself (35 µs on top of 50 µs, measured
+	// on a loaded machine). Nothing is lost: such a charge waits only for
+	// the file's lock, bounded by busy_timeout (the store timeout), and a
+	// charge that ran is a charge made, whatever ctx says by then. One that
+	// waited for its turn keeps ctx, so that behind a file another process
+	// holds locked charges do not queue for a busy_timeout each.
 	if err := ctx.Err(); err != nil {
 		return control.Charge{}, control.Balance{}, err
 	}
-	ctx = context.WithoutCancel(ctx)
+	waited, err := db.startWrite(ctx)
+	if err != nil {
+		return control.Charge{}, control.Balance{}, err
+	}
+	defer db.endWrite()
+	if !waited {
+		ctx = context.WithoutCancel(ctx)
+	}
 	c := control.Charge{WorkspaceID: ws, Month: month, Day: control.Day(db.now())}
 	bal := control.Balance{Allowance: allowance}
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.updateTurn(ctx, func(tx *sql.Tx) error {
 		ok, err := db.chargeFast(ctx, tx, ws, month, allowance, chars, &bal)
 		if err != nil {
 			return err
@@ -93,7 +104,9 @@ func (db *DB) chargeSlow(ctx context.Context, tx *sql.Tx, c *control.Charge, all
 }
 
 // Refund gives back exactly what c took, from its month and its day.
-func (db *DB) Refund(ctx context.Context, c control.Charge) error {
+func (db *DB) Refund(ctx context.Context, c control.Charge) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	if c.FromAllowance == 0 && c.FromCredits == 0 {
 		return nil
 	}
@@ -120,7 +133,9 @@ func (db *DB) addDaily(ctx context.Context, tx *sql.Tx, ws, day string, chars in
 
 // Balance reports the month's state. ENotFound for an unknown workspace.
 // One statement reads both values from one snapshot.
-func (db *DB) Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error) {
+func (db *DB) Balance(ctx context.Context, ws, month string, allowance int64) (_ control.Balance, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return balance(ctx, db.st.balance, ws, month, allowance)
 }
 
@@ -151,9 +166,11 @@ func (db *DB) addUsage(ctx context.Context, tx *sql.Tx, ws, month string, used, 
 
 // BeginIdempotent claims key for a request with fingerprint. Entries older
 // than control.IdempotencyTTL count as absent and are purged on the way.
-func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, now int64) (*control.IdempotentResponse, error) {
+func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, now int64) (_ *control.IdempotentResponse, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var resp *control.IdempotentResponse
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		cutoff := now - control.IdempotencyTTL.Milliseconds()
 		if _, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE created_at < ?`, cutoff); err != nil {
 			return fmt.Errorf("sqlite: purge idempotency: %w", err)
@@ -183,7 +200,9 @@ func (db *DB) BeginIdempotent(ctx context.Context, ws, key, fingerprint string, 
 
 // FinishIdempotent stores the response of a claimed key. ENotFound when the
 // key is not claimed (abandoned or expired meanwhile).
-func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) error {
+func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *control.IdempotentResponse) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	headers, body, err := control.EncodeIdempotent(resp)
 	if err != nil {
 		return err
@@ -202,7 +221,9 @@ func (db *DB) FinishIdempotent(ctx context.Context, ws, key string, resp *contro
 }
 
 // AbandonIdempotent frees a claimed key so that a retry runs again.
-func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) error {
+func (db *DB) AbandonIdempotent(ctx context.Context, ws, key string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM idempotency WHERE workspace_id = ? AND key = ? AND state = 'in_progress'`, ws, key)
 		if err != nil {

@@ -10,7 +10,9 @@ import (
 )
 
 // CreateLoginLink stores l, purging expired links on the way.
-func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
+func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	now := db.nowMS()
 	if l.CreatedAt == 0 {
 		l.CreatedAt = now
@@ -34,7 +36,9 @@ func (db *DB) CreateLoginLink(ctx context.Context, l *control.LoginLink) error {
 
 // RedeemLoginLink deletes the link and stores the session in one write
 // transaction, so that a link starts at most one session.
-func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) error {
+func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess *control.DashboardSession) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		var ws string
 		err := tx.QueryRowContext(ctx, `DELETE FROM login_links WHERE hash = ? AND expires_at > ?
@@ -60,9 +64,11 @@ func (db *DB) RedeemLoginLink(ctx context.Context, hash []byte, now int64, sess 
 }
 
 // GetDashboardSession returns the live session with hash.
-func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (*control.DashboardSession, error) {
+func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (_ *control.DashboardSession, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var s control.DashboardSession
-	err := db.read.QueryRowContext(ctx, `SELECT id, hash, workspace_id, expires_at, created_at
+	err = db.read.QueryRowContext(ctx, `SELECT id, hash, workspace_id, expires_at, created_at
 		FROM dashboard_sessions WHERE hash = ? AND expires_at > ?`, hash, now).
 		Scan(&s.ID, &s.Hash, &s.WorkspaceID, &s.ExpiresAt, &s.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -75,7 +81,9 @@ func (db *DB) GetDashboardSession(ctx context.Context, hash []byte, now int64) (
 }
 
 // DeleteDashboardSession ends the session with hash.
-func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) error {
+func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM dashboard_sessions WHERE hash = ?`, hash); err != nil {
 			return fmt.Errorf("sqlite: delete session: %w", err)
@@ -85,7 +93,9 @@ func (db *DB) DeleteDashboardSession(ctx context.Context, hash []byte) error {
 }
 
 // ListAPIKeys returns the workspace's keys, newest first.
-func (db *DB) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, error) {
+func (db *DB) ListAPIKeys(ctx context.Context, ws string) (_ []*control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	rows, err := db.read.QueryContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE workspace_id = ?
 		ORDER BY created_at DESC, id DESC`, ws)
 	if err != nil {
@@ -104,7 +114,9 @@ func (db *DB) ListAPIKeys(ctx context.Context, ws string) ([]*control.APIKey, er
 }
 
 // DailyUsage returns the billed days of ws from..to, oldest first.
-func (db *DB) DailyUsage(ctx context.Context, ws, from, to string) ([]control.DailyUsage, error) {
+func (db *DB) DailyUsage(ctx context.Context, ws, from, to string) (_ []control.DailyUsage, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	rows, err := db.read.QueryContext(ctx, `SELECT day, characters FROM usage_daily
 		WHERE workspace_id = ? AND day >= ? AND day <= ? AND characters <> 0 ORDER BY day`, ws, from, to)
 	if err != nil {

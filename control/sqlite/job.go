@@ -14,7 +14,9 @@ const jobCols = `id, voice_id, org_id, job_type, status, progress, error, attemp
 
 // StartEnrollment moves voice v from draft or failed to processing, records
 // consent, and stores the pending job and its clip, all in one transaction.
-func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool, job *control.Job, clip *control.Clip) error {
+func (db *DB) StartEnrollment(ctx context.Context, v *control.Voice, create bool, job *control.Job, clip *control.Clip) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		if create {
@@ -83,7 +85,9 @@ func scanJob(s rowScanner) (*control.Job, error) {
 }
 
 // GetJob returns ENotFound for an unknown id.
-func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
+func (db *DB) GetJob(ctx context.Context, id string) (_ *control.Job, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	j, err := scanJob(db.read.QueryRowContext(ctx, `SELECT `+jobCols+` FROM jobs WHERE id = ?`, id))
 	if err != nil {
 		return nil, notFound(err, "job not found")
@@ -94,10 +98,12 @@ func (db *DB) GetJob(ctx context.Context, id string) (*control.Job, error) {
 // ClaimJob takes the oldest pending job, or a running one whose lease
 // lapsed. The write transaction is IMMEDIATE, so two claimers in any
 // processes never pick the same row.
-func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (*control.Job, *control.Clip, error) {
+func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (_ *control.Job, _ *control.Clip, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var job *control.Job
 	var clip *control.Clip
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		var id string
 		err := tx.QueryRowContext(ctx, `SELECT id FROM jobs
@@ -130,7 +136,9 @@ func (db *DB) ClaimJob(ctx context.Context, owner string, lease time.Duration) (
 
 // ReportProgress renews the lease and sets progress. ENotFound when the job
 // is not running under owner.
-func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) error {
+func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress int, lease time.Duration) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET progress = ?, lease_until = ?, updated_at = ?
@@ -147,7 +155,9 @@ func (db *DB) ReportProgress(ctx context.Context, jobID, owner string, progress 
 
 // SucceedJob ends the job and makes its voice ready. A second call for a
 // succeeded job is a no-op, so an at-least-once worker may repeat it.
-func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byte, sampleURL string) error {
+func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byte, sampleURL string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.finishJob(ctx, jobID, owner, control.JobSucceeded, func(tx *sql.Tx, j *control.Job, now int64) error {
 		_, err := tx.ExecContext(ctx, `UPDATE voices SET status = 'ready', profile = ?,
 			sample_audio_url = CASE WHEN ? <> '' THEN ? ELSE sample_audio_url END, updated_at = ? WHERE id = ?`,
@@ -157,7 +167,9 @@ func (db *DB) SucceedJob(ctx context.Context, jobID, owner string, profile []byt
 }
 
 // FailJob ends the job with jerr and makes its voice failed.
-func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.JobError) error {
+func (db *DB) FailJob(ctx context.Context, jobID, owner string, jerr control.JobError) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.finishJob(ctx, jobID, owner, control.JobFailed, func(tx *sql.Tx, j *control.Job, now int64) error {
 		_, err := tx.ExecContext(ctx, `UPDATE voices SET status = 'failed', updated_at = ? WHERE id = ?`, now, j.VoiceID)
 		return err
@@ -198,9 +210,11 @@ func (db *DB) finishJob(ctx context.Context, jobID, owner, status string,
 
 // ExpireJobs ends jobs pending since before cutoff as expired, fails their
 // voices and drops their clips.
-func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (int, error) {
+func (db *DB) ExpireJobs(ctx context.Context, cutoff int64) (_ int, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var n int
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, `SELECT id, voice_id FROM jobs WHERE status = 'pending' AND created_at < ?`, cutoff)
 		if err != nil {
 			return err

@@ -39,15 +39,35 @@ const pollInterval = 250 * time.Millisecond
 // read-to-write upgrade that SQLite cannot wait for. Reads use their own pool
 // and, thanks to WAL, never wait for the writer.
 type DB struct {
-	write *sql.DB
-	read  *sql.DB
-	st    stmts // the request path's statements, prepared at Open
-	now   func() time.Time
+	write   *sql.DB
+	read    *sql.DB
+	st      stmts // the request path's statements, prepared at Open
+	now     func() time.Time
+	timeout time.Duration // bounds every store call (call)
+	// writing is the write pool's one connection as a semaphore, taken
+	// before it with the call's context: database/sql's wait for a
+	// connection does not end with a context that cannot be canceled, and
+	// Charge runs without cancellation (see there).
+	writing chan struct{}
+}
+
+// Options tune a store; zero values take the defaults.
+type Options struct {
+	// Timeout bounds every store call (DefaultTimeout), and is SQLite's
+	// busy_timeout: a file another process holds locked for longer fails
+	// the call with store_unavailable.
+	Timeout time.Duration
 }
 
 // Open opens (creating it and its directory when missing) the database file
 // at path and applies pending migrations.
-func Open(ctx context.Context, path string) (*DB, error) {
+func Open(ctx context.Context, path string) (*DB, error) { return OpenWith(ctx, path, Options{}) }
+
+// OpenWith is Open with options.
+func OpenWith(ctx context.Context, path string, opts Options) (*DB, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
 	if path == "" {
 		return nil, errors.New("sqlite: empty path")
 	}
@@ -56,7 +76,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 			return nil, fmt.Errorf("sqlite: %w", err)
 		}
 	}
-	common := "_busy_timeout=5000&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
+	common := fmt.Sprintf("_busy_timeout=%d", max(opts.Timeout.Milliseconds(), 1)) + "&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)"
 	write, err := sql.Open("sqlite", path+"?"+common+"&_journal_mode=WAL&_txlock=immediate")
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: %w", err)
@@ -64,7 +84,7 @@ func Open(ctx context.Context, path string) (*DB, error) {
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
-	db := &DB{write: write, now: time.Now}
+	db := &DB{write: write, now: time.Now, timeout: opts.Timeout, writing: make(chan struct{}, 1)}
 	if err := db.migrateRetrying(ctx); err != nil {
 		write.Close()
 		return nil, err
@@ -96,7 +116,9 @@ func (db *DB) Close() error {
 }
 
 // Ping checks that the database answers.
-func (db *DB) Ping(ctx context.Context) error {
+func (db *DB) Ping(ctx context.Context) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var one int
 	return db.read.QueryRowContext(ctx, "SELECT 1").Scan(&one)
 }
@@ -169,8 +191,35 @@ func (db *DB) migrate(ctx context.Context) error {
 	})
 }
 
+// startWrite takes the write connection's turn, waiting no longer than
+// ctx; waited reports whether another writer had it. endWrite gives it back.
+func (db *DB) startWrite(ctx context.Context) (waited bool, err error) {
+	select {
+	case db.writing <- struct{}{}:
+		return false, nil
+	default:
+	}
+	select {
+	case db.writing <- struct{}{}:
+		return true, nil
+	case <-ctx.Done():
+		return true, fmt.Errorf("sqlite: waiting to write: %w", ctx.Err())
+	}
+}
+
+func (db *DB) endWrite() { <-db.writing }
+
 // update runs fn in a write transaction and commits when it returns nil.
 func (db *DB) update(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if _, err := db.startWrite(ctx); err != nil {
+		return err
+	}
+	defer db.endWrite()
+	return db.updateTurn(ctx, fn)
+}
+
+// updateTurn is update for a caller that has the write turn.
+func (db *DB) updateTurn(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", err)

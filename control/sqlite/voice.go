@@ -14,7 +14,9 @@ const voiceCols = `id, org_id, name, description, status, clone_method, visibili
 	settings, sample_audio_url, base_voice_id, alias, profile, consent_at, consent_key_id, created_at, updated_at, engine`
 
 // CreateVoice inserts v, filling its id and timestamps when empty.
-func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) error {
+func (db *DB) CreateVoice(ctx context.Context, v *control.Voice) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error { return db.insertVoice(ctx, tx, v) })
 }
 
@@ -56,7 +58,9 @@ func scanVoice(s rowScanner) (*control.Voice, error) {
 }
 
 // GetVoice returns any voice by id. ENotFound.
-func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
+func (db *DB) GetVoice(ctx context.Context, id string) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	v, err := scanVoice(db.st.voiceByID.QueryRowContext(ctx, id))
 	if err != nil {
 		return nil, notFound(err, "voice not found")
@@ -65,7 +69,9 @@ func (db *DB) GetVoice(ctx context.Context, id string) (*control.Voice, error) {
 }
 
 // GetVoiceByAlias returns a public voice by alias. ENotFound.
-func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice, error) {
+func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	if alias == "" {
 		return nil, control.Errorf(control.ENotFound, "voice not found")
 	}
@@ -78,7 +84,9 @@ func (db *DB) GetVoiceByAlias(ctx context.Context, alias string) (*control.Voice
 
 // ListVoices returns the workspace's own voices (newest first), then ready
 // public voices of other workspaces (by alias), paged, and the total.
-func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error) {
+func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) (_ []*control.Voice, _ int, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	where := []string{`(org_id = ? OR (visibility = 'public' AND status = 'ready'))`}
 	args := []any{f.WorkspaceID}
 	for _, c := range []struct{ col, val string }{
@@ -93,7 +101,7 @@ func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control
 	offset, limit := control.ListPage(f)
 	var voices []*control.Voice
 	var total int
-	err := db.view(ctx, func(tx *sql.Tx) error {
+	err = db.view(ctx, func(tx *sql.Tx) error {
 		if err := tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM voices WHERE `+cond, args...).Scan(&total); err != nil {
 			return err
 		}
@@ -121,9 +129,11 @@ func (db *DB) ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control
 }
 
 // UpdateVoice changes a voice of workspace ws. ENotFound.
-func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (*control.Voice, error) {
+func (db *DB) UpdateVoice(ctx context.Context, ws, id string, upd control.VoiceUpdate) (_ *control.Voice, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var v *control.Voice
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		var err error
 		v, err = scanVoice(tx.QueryRowContext(ctx, `SELECT `+voiceCols+` FROM voices WHERE id = ? AND org_id = ?`, id, ws))
 		if err != nil {
@@ -161,7 +171,9 @@ func writeVoice(ctx context.Context, tx *sql.Tx, v *control.Voice) error {
 
 // DeleteVoice removes a voice of ws, cancels its live jobs and drops their
 // clips. ENotFound.
-func (db *DB) DeleteVoice(ctx context.Context, ws, id string) error {
+func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ? AND org_id = ?`, id, ws)
 		if err != nil {
@@ -184,7 +196,9 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) error {
 
 // SeedCatalog makes catalogWS own exactly voices, matched by alias, creating
 // the catalog workspace when missing.
-func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) error {
+func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*control.Voice) (err error) {
+	ctx, end := db.callWithin(ctx, max(db.timeout, seedTimeout))
+	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
 		now := db.nowMS()
 		if _, err := tx.ExecContext(ctx, `INSERT INTO workspaces (id, name, plan, created_at, updated_at)

@@ -12,7 +12,9 @@ import (
 const workspaceCols = `id, name, plan, billing, streaming, allowance, credits, concurrency, rps, sessions, created_at, updated_at`
 
 // CreateWorkspace inserts w, filling its id and timestamps when empty.
-func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) error {
+func (db *DB) CreateWorkspace(ctx context.Context, w *control.Workspace) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	w.SetDefaults(db.nowMS())
 	return db.update(ctx, func(tx *sql.Tx) error {
 		return insertWorkspace(ctx, tx, w)
@@ -30,7 +32,9 @@ func insertWorkspace(ctx context.Context, tx *sql.Tx, w *control.Workspace) erro
 }
 
 // GetWorkspace returns ENotFound for an unknown id.
-func (db *DB) GetWorkspace(ctx context.Context, id string) (*control.Workspace, error) {
+func (db *DB) GetWorkspace(ctx context.Context, id string) (_ *control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	w, err := scanWorkspace(db.st.workspaceByID.QueryRowContext(ctx, id))
 	if err != nil {
 		return nil, notFound(err, "workspace not found")
@@ -39,9 +43,11 @@ func (db *DB) GetWorkspace(ctx context.Context, id string) (*control.Workspace, 
 }
 
 // UpdateWorkspace applies upd; Used sets the current UTC month's usage.
-func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (*control.Workspace, error) {
+func (db *DB) UpdateWorkspace(ctx context.Context, id string, upd control.WorkspaceUpdate) (_ *control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var w *control.Workspace
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		var err error
 		w, err = scanWorkspace(tx.QueryRowContext(ctx, `SELECT `+workspaceCols+` FROM workspaces WHERE id = ?`, id))
 		if err != nil {
@@ -94,7 +100,9 @@ func scanWorkspace(s rowScanner) (*control.Workspace, error) {
 const keyCols = `id, workspace_id, name, hash, scopes, legacy, expires_at, revoked_at, created_at`
 
 // CreateAPIKey inserts k and records a change.
-func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
+func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k.SetDefaults(db.nowMS())
 	scopes, err := json.Marshal(control.NonNil(k.Scopes))
 	if err != nil {
@@ -111,7 +119,9 @@ func (db *DB) CreateAPIKey(ctx context.Context, k *control.APIKey) error {
 }
 
 // GetAPIKeyByHash returns ENotFound when no key has that hash.
-func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey, error) {
+func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k, err := scanKey(db.st.keyByHash.QueryRowContext(ctx, hash))
 	if err != nil {
 		return nil, notFound(err, "key not found")
@@ -120,7 +130,9 @@ func (db *DB) GetAPIKeyByHash(ctx context.Context, hash []byte) (*control.APIKey
 }
 
 // GetAPIKey returns ENotFound for an unknown id.
-func (db *DB) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error) {
+func (db *DB) GetAPIKey(ctx context.Context, id string) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	k, err := scanKey(db.read.QueryRowContext(ctx, `SELECT `+keyCols+` FROM api_keys WHERE id = ?`, id))
 	if err != nil {
 		return nil, notFound(err, "key not found")
@@ -129,9 +141,11 @@ func (db *DB) GetAPIKey(ctx context.Context, id string) (*control.APIKey, error)
 }
 
 // RevokeAPIKey sets RevokedAt, keeping an earlier one, and records a change.
-func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (*control.APIKey, error) {
+func (db *DB) RevokeAPIKey(ctx context.Context, id string, at int64) (_ *control.APIKey, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var k *control.APIKey
-	err := db.update(ctx, func(tx *sql.Tx) error {
+	err = db.update(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at = 0`, at, id)
 		if err != nil {
 			return fmt.Errorf("sqlite: revoke key: %w", err)
@@ -168,7 +182,9 @@ func scanKey(s rowScanner) (*control.APIKey, error) {
 const tokenCols = `id, hash, workspace_id, key_id, voice_ids, expires_at, consumed_at, created_at`
 
 // CreateToken inserts t.
-func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
+func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	t.SetDefaults(db.nowMS())
 	voices, err := json.Marshal(control.NonNil(t.VoiceIDs))
 	if err != nil {
@@ -185,10 +201,12 @@ func (db *DB) CreateToken(ctx context.Context, t *control.AccessToken) error {
 }
 
 // GetTokenByHash returns ETokenInvalid when unknown.
-func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessToken, error) {
+func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (_ *control.AccessToken, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	var t control.AccessToken
 	var voices string
-	err := db.st.tokenByHash.QueryRowContext(ctx, hash).
+	err = db.st.tokenByHash.QueryRowContext(ctx, hash).
 		Scan(&t.ID, &t.Hash, &t.WorkspaceID, &t.KeyID, &voices, &t.ExpiresAt, &t.ConsumedAt, &t.CreatedAt)
 	if err == sql.ErrNoRows {
 		return nil, control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
@@ -204,9 +222,15 @@ func (db *DB) GetTokenByHash(ctx context.Context, hash []byte) (*control.AccessT
 
 // ConsumeToken marks the token used with one conditional UPDATE, so that of
 // concurrent consumers exactly one sees a row affected.
-func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) error {
+func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) (err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
 	// One autocommit statement: it holds the write lock from its first
 	// step, so no explicit transaction is needed for the check and the set.
+	if _, err := db.startWrite(ctx); err != nil {
+		return err
+	}
+	defer db.endWrite()
 	res, err := db.st.consumeToken.ExecContext(ctx, now, hash, now)
 	if err != nil {
 		return fmt.Errorf("sqlite: consume token: %w", err)
