@@ -9,7 +9,7 @@ import (
 	"io/fs"
 )
 
-//go:embed README.md api.md realtime.md openapi.yaml
+//go:embed README.md api.md realtime.md dialects.md openapi.yaml
 var files embed.FS
 
 // FS is the documentation as it is in the repository.

@@ -16,7 +16,7 @@ import (
 
 // Pages are the Markdown files served as HTML, in navigation order. The
 // index (README.md) is served at /docs/.
-var Pages = []string{"README.md", "api.md", "realtime.md"}
+var Pages = []string{"README.md", "api.md", "realtime.md", "dialects.md"}
 
 var (
 	renderOnce sync.Once

@@ -62,15 +62,21 @@ func announce(t testing.TB, addr, key string, length int) net.Conn {
 }
 
 // An announced Content-Length reserves nothing. 100 connections without a
-// key and 100 with one each announce a 20,000,000-byte upload and send one
-// byte: the keyless ones are answered 401 at once, 64 of the others are
-// received (and wait for their bodies), the rest answered 503 with
-// Retry-After; the server's memory grows by a few MiB, not 100 x 20 MB as
-// when the body was buffered by its declared length (3.2 GiB for 100
-// connections), and it goes on answering.
+// key and 100 with keys of five workspaces (20 each) each announce a
+// 20,000,000-byte upload and send one byte: the keyless ones are answered
+// 401 at once, 64 of the others are received (and wait for their bodies:
+// the server's cap), the rest answered with Retry-After: 429 past a
+// workspace's share (a quarter of the cap) or 503 past the server's cap.
+// The server's memory grows by a few MiB, not 100 x 20 MB as when the body
+// was buffered by its declared length (3.2 GiB for 100 connections), and
+// it goes on answering.
 func TestAnnouncedUploadsReserveNothing(t *testing.T) {
 	srv := harness.Start(t, harness.Options{Args: []string{"--engine", "reference"}})
-	_, key := harness.Workspace(t, srv.DB, "pro")
+	var keys []string
+	for range 5 {
+		_, key := harness.Workspace(t, srv.DB, "pro")
+		keys = append(keys, key)
+	}
 	before := vmRSS(t, srv.PID())
 
 	const n = 100
@@ -78,7 +84,7 @@ func TestAnnouncedUploadsReserveNothing(t *testing.T) {
 	for i := range 2 * n {
 		k := ""
 		if i >= n {
-			k = key
+			k = keys[(i-n)/20]
 		}
 		c := announce(t, srv.Addr, k, 20_000_000)
 		defer c.Close()
@@ -95,8 +101,8 @@ func TestAnnouncedUploadsReserveNothing(t *testing.T) {
 			resp, err := http.ReadResponse(bufio.NewReader(c), nil)
 			if err == nil {
 				statuses[i] = resp.StatusCode
-				if resp.StatusCode == 503 && resp.Header.Get("Retry-After") == "" {
-					statuses[i] = -503
+				if (resp.StatusCode == 503 || resp.StatusCode == 429) && resp.Header.Get("Retry-After") == "" {
+					statuses[i] = -resp.StatusCode
 				}
 				resp.Body.Close()
 			}
@@ -115,8 +121,19 @@ func TestAnnouncedUploadsReserveNothing(t *testing.T) {
 	for _, s := range statuses[n:] {
 		count[s]++
 	}
-	if count[0] != 64 || count[503] != n-64 {
-		t.Errorf("with a key: statuses %v, want 64 still receiving (0) and %d x 503 with Retry-After", count, n-64)
+	if count[0] != 64 || count[503]+count[429] != n-64 {
+		t.Errorf("with keys: statuses %v, want 64 still receiving (0) and %d x 429 or 503 with Retry-After", count, n-64)
+	}
+	for w := range keys {
+		held := 0
+		for _, s := range statuses[n+20*w : n+20*(w+1)] {
+			if s == 0 {
+				held++
+			}
+		}
+		if held > 64/4 {
+			t.Errorf("workspace %d holds %d uploads, more than its share of %d", w, held, 64/4)
+		}
 	}
 	t.Logf("RSS %.1f -> %.1f MiB with %d announced uploads held", float64(before)/(1<<20), float64(after)/(1<<20), 2*n)
 	if after-before > 100<<20 {

@@ -191,7 +191,7 @@ func TestSynthLimitsE2E(t *testing.T) {
 		}
 	}
 	metrics, _ := httpGetBody(srv.URL + "/metrics")
-	if !strings.Contains(metrics, `voicesvc_synth_total{outcome="client_gone",transport="sse"} 1`) {
+	if !strings.Contains(metrics, `voicesvc_synth_total{dialect="native",outcome="client_gone",transport="sse"} 1`) {
 		t.Errorf("no client_gone outcome in /metrics")
 	}
 

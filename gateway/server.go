@@ -122,6 +122,9 @@ type Config struct {
 	// WSIdleTimeout ends a realtime session without client messages or
 	// synthesis for this long (session_ended idle); 0: 600 s (ws.go).
 	WSIdleTimeout time.Duration
+	// TLSCert and TLSKey, both set, make Serve answer TLS (HTTP/1.1 and
+	// WebSockets over it) with these PEM files.
+	TLSCert, TLSKey string
 	// MetricsWorkspaceLabel adds a workspace label to the billing and
 	// refusal series (docs/api.md#metrics): one series per workspace, so
 	// only where workspaces are few.
@@ -385,12 +388,20 @@ func (s *Server) Serve(ln net.Listener) error {
 	// A local reverse proxy or client must not get its audio paced
 	// (package loopback); open connections stay under the file limit and
 	// running out of descriptors is waited out (package netguard).
-	return s.http.Serve(netguard.Listen(loopback.Listener(ln), netguard.Options{
+	guarded := netguard.Listen(loopback.Listener(ln), netguard.Options{
 		MaxConns: s.cfg.MaxConns,
 		Logf: func(format string, args ...any) {
 			s.log.Warn("listener", "msg", fmt.Sprintf(format, args...))
 		},
-	}))
+	})
+	if s.cfg.TLSCert != "" {
+		// Over TLS a hangup is seen at the next write (the watch peeks
+		// at the TCP socket, which holds records, not requests), and
+		// WebSocket sessions read on a goroutine of their own (the
+		// poller watches sockets, not TLS records).
+		return s.http.ServeTLS(guarded, s.cfg.TLSCert, s.cfg.TLSKey)
+	}
+	return s.http.Serve(guarded)
 }
 
 // requestConfig runs once the headers of a request are read, before its

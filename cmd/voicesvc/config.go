@@ -1,6 +1,7 @@
 package main
 
 import (
+	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
@@ -37,6 +38,9 @@ type serveConfig struct {
 	LogFormat     string // text | json
 	// MetricsWorkspace: the billing and refusal series get a workspace label.
 	MetricsWorkspace bool
+	// TLSCert and TLSKey, both set, serve HTTPS and WSS on --addr (PEM
+	// files; some official vendor clients dial only https and wss).
+	TLSCert, TLSKey string
 
 	// ConfigFile is the YAML file read at start (--config); Engines are
 	// the upstream engines it lists, beside the built-in one.
@@ -67,6 +71,8 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.TextVar(&c.LogLevel, "log-level", slog.LevelInfo, "debug|info|warn|error; env VOICESVC_LOG_LEVEL")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text (logfmt) or json (one object a line); env VOICESVC_LOG_FORMAT")
 	fs.BoolVar(&c.MetricsWorkspace, "metrics-workspace-label", false, "label the billing and refusal series with the workspace id (one series per workspace); env VOICESVC_METRICS_WORKSPACE_LABEL")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS (https, wss) with this PEM certificate chain; needs --tls-key; env VOICESVC_TLS_CERT")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert; env VOICESVC_TLS_KEY")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -100,7 +106,8 @@ var serveEnv = map[string]string{
 	"shutdown-grace": "VOICESVC_SHUTDOWN_GRACE", "max-conns": "VOICESVC_MAX_CONNS",
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
 	"metrics-workspace-label": "VOICESVC_METRICS_WORKSPACE_LABEL",
-	"config":                  "VOICESVC_CONFIG",
+	"tls-cert":                "VOICESVC_TLS_CERT", "tls-key": "VOICESVC_TLS_KEY",
+	"config": "VOICESVC_CONFIG",
 }
 
 // applyEnv sets every flag not given on the command line from its
@@ -149,6 +156,13 @@ func (c serveConfig) validate() error {
 		return fmt.Errorf("--max-conns %d: want 0 (automatic) or more", c.MaxConns)
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	case (c.TLSCert == "") != (c.TLSKey == ""):
+		return fmt.Errorf("--tls-cert and --tls-key go together")
+	}
+	if c.TLSCert != "" {
+		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %v", err)
+		}
 	}
 	return nil
 }

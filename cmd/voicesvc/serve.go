@@ -97,7 +97,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	defer stopTracing()
 
 	srv, err := gateway.New(gateway.Config{WSIdleTimeout: cfg.IdleTimeout, MaxConns: maxConns,
-		MetricsWorkspaceLabel: cfg.MetricsWorkspace}, gateway.Deps{
+		MetricsWorkspaceLabel: cfg.MetricsWorkspace, TLSCert: cfg.TLSCert, TLSKey: cfg.TLSKey}, gateway.Deps{
 		Store:     store,
 		Engine:    eng,
 		Engines:   engines,
@@ -115,7 +115,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 	}
 
 	// Tests and scripts read the bound address from this line.
-	fmt.Fprintf(stderr, "voicesvc listening on http://%s\n", ln.Addr())
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(stderr, "voicesvc listening on %s://%s\n", scheme, ln.Addr())
 	logger.Info("serving", "addr", ln.Addr().String(), "db", redactDSN(cfg.DB), "engine", eng.Name(), "upstreams", len(upstreams), "billing", cfg.Billing,
 		"max_conns", maxConns)
 

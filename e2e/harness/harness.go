@@ -127,9 +127,9 @@ func Start(t testing.TB, o Options) *Server {
 	go func() { cmd.Wait(); close(s.exited) }()
 	t.Cleanup(s.Stop)
 	select {
-	case a := <-addr:
-		s.Addr = a
-		s.URL = "http://" + a
+	case u := <-addr:
+		s.URL = u
+		s.Addr = u[strings.Index(u, "://")+3:]
 		s.API = s.URL + APIPath
 	case <-s.exited:
 		t.Fatalf("voicesvc exited before listening:\n%s", logs.String())
@@ -140,9 +140,10 @@ func Start(t testing.TB, o Options) *Server {
 }
 
 // listenLine recognizes the line serve prints once it listens:
-// "voicesvc listening on http://ADDR".
+// "voicesvc listening on http://ADDR" (https with --tls-cert); it returns
+// the URL.
 func listenLine(line string) (string, bool) {
-	const marker = "voicesvc listening on http://"
+	const marker = "voicesvc listening on "
 	i := strings.Index(line, marker)
 	if i < 0 {
 		return "", false
@@ -151,7 +152,7 @@ func listenLine(line string) (string, bool) {
 	if j := strings.IndexAny(rest, " \t\""); j >= 0 {
 		rest = rest[:j]
 	}
-	return rest, rest != ""
+	return rest, strings.HasPrefix(rest, "http://") || strings.HasPrefix(rest, "https://")
 }
 
 // Logs returns what the server printed so far.
