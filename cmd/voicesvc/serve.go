@@ -14,11 +14,15 @@ import (
 	"voicesvc/cloning"
 	"voicesvc/control"
 	"voicesvc/control/postgres"
+	"voicesvc/dialect/native"
+	"voicesvc/dialect/openai"
 	"voicesvc/engine"
 	"voicesvc/gateway"
 	"voicesvc/netguard"
 	"voicesvc/redact"
+	"voicesvc/sessions"
 	"voicesvc/synth"
+	"voicesvc/web"
 )
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) int {
@@ -109,6 +113,11 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		JobQueued: runner.Wake,
 		// A nil interface when off, never a nil pointer in one.
 		TracerProvider: tracer,
+		// The protocols served: voicesvc's own and the dialects.
+		Protocols: []web.Protocol{
+			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
+			openai.New(openai.Config{}),
+		},
 	})
 	if err != nil {
 		return err
