@@ -87,6 +87,19 @@ func creds(c web.Creds) credKind {
 	return keysOnly
 }
 
+// Begin prepares and admits a job, answering a refusal (nil).
+func (h *protoHost) Begin(ctx *fasthttp.RequestCtx, p *control.Principal, ref string, o synth.Options, streaming bool) *web.Job {
+	job, err := h.Prepare(ctx, p, ref, o)
+	if err != nil {
+		h.WriteError(ctx, err)
+		return nil
+	}
+	if !h.Admit(ctx, p, job, streaming) {
+		return nil
+	}
+	return job
+}
+
 // Prepare asks the core for the job of ref and notes the voice lookup's
 // span times when traced.
 func (h *protoHost) Prepare(ctx *fasthttp.RequestCtx, p *control.Principal, ref string, o synth.Options) (*web.Job, error) {

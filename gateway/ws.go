@@ -67,13 +67,8 @@ type wsState struct {
 const shutdownLinger = 2 * time.Second
 
 var (
-	hdrDeprecation  = []byte("Deprecation")
-	valDeprecated   = []byte("true")
-	hdrWSProtocol   = []byte("Sec-WebSocket-Protocol")
 	hdrWSKey        = []byte("Sec-WebSocket-Key")
 	hdrWSVersion    = []byte("Sec-WebSocket-Version")
-	argAccessToken  = []byte("access_token")
-	argAPIKey       = []byte("api_key")
 	errNotWebSocket = control.Errorf(control.EInvalidRequest, "a WebSocket handshake (version 13) is required")
 )
 

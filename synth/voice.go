@@ -32,22 +32,18 @@ func (s *Service) Voice(ctx context.Context, p *control.Principal, ref string) (
 // lookup resolves ref to a voice p's workspace may use: id first, then
 // catalog alias. Anything else is 404.
 func (s *Service) lookup(ctx context.Context, p *control.Principal, ref string) (*control.Voice, error) {
-	if control.ValidID(ref) {
-		v, err := s.voices.Get(s.store, ref)
-		switch {
-		case control.IsCode(err, control.ENotFound):
-			return nil, voiceNotFound(ref)
-		case err != nil:
-			return nil, err
-		case !v.Usable(p.WorkspaceID):
-			return nil, voiceNotFound(ref)
-		}
-		return v, nil
-	}
-	if ref == "" || len(ref) > maxVoiceRef {
+	var v *control.Voice
+	var err error
+	switch {
+	case control.ValidID(ref):
+		v, err = s.voices.Get(s.store, ref)
+	case ref == "" || len(ref) > maxVoiceRef:
 		return nil, voiceNotFound(ref)
+	default:
+		v, err = s.voices.GetByAlias(s.store, ref)
 	}
-	v, err := s.voices.GetByAlias(s.store, ref)
+	// Unknown and foreign voices are both 404, so that other workspaces'
+	// voices cannot be probed.
 	switch {
 	case control.IsCode(err, control.ENotFound):
 		return nil, voiceNotFound(ref)

@@ -102,6 +102,9 @@ type Host interface {
 	// once, at registration (the answers below take them).
 	Series(transport string) *telemetry.Series
 
+	// Begin is Prepare then Admit: the job of voiceRef admitted, or nil
+	// with the refusal answered. Every synthesis handler starts so.
+	Begin(ctx *fasthttp.RequestCtx, p *control.Principal, voiceRef string, o synth.Options, streaming bool) *Job
 	// Prepare asks the core for the job of voiceRef (Service.Prepare),
 	// traced; Admit admits it and answers a refusal (false).
 	Prepare(ctx *fasthttp.RequestCtx, p *control.Principal, voiceRef string, o synth.Options) (*Job, error)

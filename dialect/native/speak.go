@@ -51,12 +51,8 @@ func (n *Protocol) speakHandler(ctx *fasthttp.RequestCtx, p *control.Principal) 
 		n.h.WriteError(ctx, err)
 		return
 	}
-	job, err := n.h.Prepare(ctx, p, pathID(ctx), o)
-	if err != nil {
-		n.h.WriteError(ctx, err)
-		return
-	}
-	if !n.h.Admit(ctx, p, job, false) {
+	job := n.h.Begin(ctx, p, pathID(ctx), o, false)
+	if job == nil {
 		return
 	}
 	// A one-shot WAV carries its exact sizes, and a speak that may be
@@ -89,15 +85,9 @@ func (n *Protocol) stream(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		n.h.WriteError(ctx, err)
 		return
 	}
-	job, err := n.h.Prepare(ctx, p, pathID(ctx), o)
-	if err != nil {
-		n.h.WriteError(ctx, err)
-		return
+	if job := n.h.Begin(ctx, p, pathID(ctx), o, true); job != nil {
+		n.h.Stream(ctx, job, n.sse, n.runSSE(job), setSSEHeaders)
 	}
-	if !n.h.Admit(ctx, p, job, true) {
-		return
-	}
-	n.h.Stream(ctx, job, n.sse, n.runSSE(job), setSSEHeaders)
 }
 
 func setSSEHeaders(ctx *fasthttp.RequestCtx) {

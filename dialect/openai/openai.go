@@ -99,12 +99,8 @@ func (o *Protocol) speech(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		o.h.WriteError(ctx, err)
 		return
 	}
-	job, err := o.h.Prepare(ctx, p, in.Voice, in.Options)
-	if err != nil {
-		o.h.WriteError(ctx, err)
-		return
-	}
-	if !o.h.Admit(ctx, p, job, false) {
+	job := o.h.Begin(ctx, p, in.Voice, in.Options, false)
+	if job == nil {
 		return
 	}
 	// Without the plan's streaming feature the whole clip comes in one
