@@ -51,6 +51,7 @@ const (
 	ENotFound              = "not_found"
 	EMethodNotAllowed      = "method_not_allowed"
 	EVoiceBusy             = "voice_busy"
+	EAliasTaken            = "alias_taken" // a workspace alias another voice of the workspace holds
 	EIdempotencyInProgress = "idempotency_in_progress"
 	EPayloadTooLarge       = "payload_too_large"
 	EInvalidInput          = "invalid_input"

@@ -30,6 +30,8 @@ func Run(t *testing.T, open func(t *testing.T) control.Store) {
 		{"Voice", testVoice},
 		{"ListVoices", testListVoices},
 		{"SeedCatalog", testSeedCatalog},
+		{"VoiceAliases", testVoiceAliases},
+		{"AliasChangeFeed", testAliasChangeFeed},
 		{"Enrollment", testEnrollment},
 		{"JobLifecycle", testJobLifecycle},
 		{"JobLeaseExpiry", testJobLeaseExpiry},
