@@ -121,12 +121,12 @@ func Errorf(code, format string, args ...any) *Error {
 // unreachable store is one: the stores return StoreUnavailableError), and
 // EInternal otherwise.
 func ErrorCode(err error) string {
+	if err == nil {
+		return "" // before errors.As, whose target escapes: no allocation on success paths
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
-	}
-	if err == nil {
-		return ""
 	}
 	return EInternal
 }
