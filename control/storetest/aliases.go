@@ -178,3 +178,42 @@ func testAliasChangeFeed(t *testing.T, s control.Store) {
 		}
 	})
 }
+
+// testVoiceAliasesConcurrent: workspaces' writers racing for one alias on
+// different voices (as servers would): exactly one wins, the others answer
+// alias_taken, and the alias names the winner's voice; the same race in
+// another workspace is independent.
+func testVoiceAliasesConcurrent(t *testing.T, s control.Store) {
+	ctx := t.Context()
+	const n = 6
+	for range 2 {
+		ws := mustWorkspace(t, s, "free")
+		voices := make([]*control.Voice, n)
+		for i := range voices {
+			voices[i] = mustVoice(t, s, newVoice(ws.ID, fmt.Sprint("v", i)))
+		}
+		errs := make([]error, n)
+		parallel(n, func(i int) {
+			_, errs[i] = s.SetVoiceAliases(ctx, ws.ID, voices[i].ID, []string{fmt.Sprint("own", i), "contested"})
+		})
+		winner := -1
+		for i, err := range errs {
+			switch {
+			case err == nil && winner >= 0:
+				t.Fatalf("voices %d and %d both took the alias", winner, i)
+			case err == nil:
+				winner = i
+			default:
+				wantCode(t, err, control.EAliasTaken)
+			}
+		}
+		if winner < 0 {
+			t.Fatal("no writer took the alias")
+		}
+		want := map[string][]string{voices[winner].ID: {fmt.Sprint("own", winner), "contested"}}
+		got, err := s.WorkspaceAliases(ctx, ws.ID)
+		if err != nil || !maps.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("after the race: %q %v, want %q", got, err, want)
+		}
+	}
+}

@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) control.Store) {
 		{"ListVoices", testListVoices},
 		{"SeedCatalog", testSeedCatalog},
 		{"VoiceAliases", testVoiceAliases},
+		{"VoiceAliasesConcurrent", testVoiceAliasesConcurrent},
 		{"AliasChangeFeed", testAliasChangeFeed},
 		{"Enrollment", testEnrollment},
 		{"JobLifecycle", testJobLifecycle},
