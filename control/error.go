@@ -51,6 +51,7 @@ const (
 	ENotFound              = "not_found"
 	EMethodNotAllowed      = "method_not_allowed"
 	EVoiceBusy             = "voice_busy"
+	EAliasTaken            = "alias_taken" // a workspace alias another voice of the workspace holds
 	EIdempotencyInProgress = "idempotency_in_progress"
 	EPayloadTooLarge       = "payload_too_large"
 	EInvalidInput          = "invalid_input"
@@ -120,12 +121,12 @@ func Errorf(code, format string, args ...any) *Error {
 // unreachable store is one: the stores return StoreUnavailableError), and
 // EInternal otherwise.
 func ErrorCode(err error) string {
+	if err == nil {
+		return "" // before errors.As, whose target escapes: no allocation on success paths
+	}
 	var e *Error
 	if errors.As(err, &e) {
 		return e.Code
-	}
-	if err == nil {
-		return ""
 	}
 	return EInternal
 }

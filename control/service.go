@@ -67,6 +67,38 @@ type VoiceService interface {
 	SeedCatalog(ctx context.Context, catalogWS string, voices []*Voice) error
 }
 
+// AliasService stores workspace voice aliases (docs/api.md, "Workspace
+// voice aliases"): extra names a workspace gives to voices it can use, its
+// own or public ones. An alias row belongs to the aliasing workspace and
+// names a voice by id (a catalog voice belongs to the catalog workspace);
+// aliases are unique per workspace, at most MaxAliasesPerVoice per voice and
+// workspace, and are deleted with their voice (or their workspace). Every
+// change of a workspace's aliases records an "alias" Change whose ID is the
+// workspace's id (ChangeAlias); deleting a voice records one for every
+// workspace that had aliased it.
+type AliasService interface {
+	// SetVoiceAliases replaces workspace ws's whole list of aliases for
+	// voice voiceID with aliases (an empty list removes them all),
+	// atomically, and returns the list as stored (ValidateAliases' order).
+	// The list is checked with ValidateAliases: EInvalidRequest naming the
+	// first bad alias. EAliasTaken (naming it) when another voice of ws
+	// holds one of them; ENotFound when the voice is unknown or neither
+	// ws's own nor public. A refused call changes nothing.
+	SetVoiceAliases(ctx context.Context, ws, voiceID string, aliases []string) ([]string, error)
+	// ListVoiceAliases returns ws's aliases of voice voiceID in the order
+	// they were set; empty (not ENotFound) when there are none or the
+	// voice is unknown.
+	ListVoiceAliases(ctx context.Context, ws, voiceID string) ([]string, error)
+	// ResolveVoiceAlias returns the id of the voice that workspace ws calls
+	// alias. ENotFound when ws has no such alias (catalog aliases are
+	// VoiceService.GetVoiceByAlias's).
+	ResolveVoiceAlias(ctx context.Context, ws, alias string) (string, error)
+	// WorkspaceAliases returns every alias of workspace ws, by voice id,
+	// each list in the order it was set (for listing voices with their
+	// workspace_aliases). An empty map when none.
+	WorkspaceAliases(ctx context.Context, ws string) (map[string][]string, error)
+}
+
 // JobService stores clone jobs and their clips. Execution is at-least-once:
 // a worker claims a job with a lease, renews it while working, and finishes
 // it; a job whose lease lapsed is claimable again.
@@ -139,7 +171,7 @@ type IdempotencyService interface {
 // Change is one event that invalidates cached auth state.
 type Change struct {
 	Seq  int64
-	Kind string // "key", "workspace", "token", "voice"
+	Kind string // "key", "workspace", "token", "voice", "alias" (ID: the workspace)
 	ID   string
 }
 
@@ -156,6 +188,7 @@ type Store interface {
 	KeyService
 	TokenService
 	VoiceService
+	AliasService
 	JobService
 	BillingService
 	IdempotencyService

@@ -47,11 +47,12 @@ type VoiceLister interface {
 	ListVoices(ctx context.Context, f control.VoiceFilter) ([]*control.Voice, int, error)
 }
 
-// Store is what the core reads and writes in the store: voices, and the
-// one write of an access token's single use.
+// Store is what the core reads and writes in the store: voices, workspace
+// aliases, and the one write of an access token's single use.
 type Store interface {
 	VoiceStore
 	VoiceLister
+	control.AliasService
 	// ConsumeToken marks an access token used; ETokenInvalid when another
 	// use won or it expired.
 	ConsumeToken(ctx context.Context, hash []byte, now int64) error

@@ -3,6 +3,8 @@ package synth
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
 	"testing"
 
@@ -22,13 +24,19 @@ const (
 	voiceOther = "bbbbbbbbbbbbbbbbbbbbbbbb" // another workspace's, private
 	voiceCat   = "cccccccccccccccccccccccc" // public catalog voice, alias "cat-anna"
 	voiceFree  = "dddddddddddddddddddddddd" // own, ready, not in the token's list
+	voiceCat2  = "ffffffffffffffffffffffff" // TestServiceVoiceNames: public, alias "gone"
+	voiceGone  = "eeeeeeeeeeeeeeeeeeeeeee0" // TestServiceVoiceNames: deleted after its aliases were cached
 )
 
-// fakeStore holds the voices and the tokens' single use.
+// fakeStore holds the voices, the workspace aliases and the tokens' single
+// use, and counts alias lookups.
 type fakeStore struct {
 	mu       sync.Mutex
 	voices   map[string]*control.Voice
 	consumed map[string]bool
+	aliases  map[string]map[string][]string // workspace -> voice -> aliases
+	resolves int                            // ResolveVoiceAlias calls
+	byAlias  int                            // GetVoiceByAlias calls
 }
 
 func newFakeStore() *fakeStore {
@@ -41,10 +49,12 @@ func newFakeStore() *fakeStore {
 		voiceDraft: v(voiceDraft, wsOwn, "private", control.VoiceDraft, ""),
 		voiceOther: v(voiceOther, "ws-other", "private", control.VoiceReady, ""),
 		voiceCat:   v(voiceCat, "", "public", control.VoiceReady, "cat-anna"),
-	}, consumed: map[string]bool{}}
+	}, consumed: map[string]bool{}, aliases: map[string]map[string][]string{}}
 }
 
 func (f *fakeStore) GetVoice(_ context.Context, id string) (*control.Voice, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if v, ok := f.voices[id]; ok {
 		return v, nil
 	}
@@ -52,6 +62,9 @@ func (f *fakeStore) GetVoice(_ context.Context, id string) (*control.Voice, erro
 }
 
 func (f *fakeStore) GetVoiceByAlias(_ context.Context, alias string) (*control.Voice, error) {
+	f.mu.Lock()
+	f.byAlias++
+	f.mu.Unlock()
 	for _, v := range f.voices {
 		if v.Alias == alias && v.Visibility == "public" {
 			return v, nil
@@ -69,6 +82,59 @@ func (f *fakeStore) ListVoices(_ context.Context, flt control.VoiceFilter) ([]*c
 		}
 	}
 	return out, len(out), nil
+}
+
+// SetVoiceAliases follows the stores' rules (control.AliasService).
+func (f *fakeStore) SetVoiceAliases(_ context.Context, ws, voiceID string, aliases []string) ([]string, error) {
+	list, err := control.ValidateAliases(aliases)
+	if err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if v, ok := f.voices[voiceID]; !ok || !v.Usable(ws) {
+		return nil, control.Errorf(control.ENotFound, "voice not found")
+	}
+	for id, held := range f.aliases[ws] {
+		for _, a := range list {
+			if id != voiceID && slices.Contains(held, a) {
+				return nil, control.AliasTaken(a)
+			}
+		}
+	}
+	if f.aliases[ws] == nil {
+		f.aliases[ws] = map[string][]string{}
+	}
+	if len(list) == 0 {
+		delete(f.aliases[ws], voiceID)
+	} else {
+		f.aliases[ws][voiceID] = list
+	}
+	return list, nil
+}
+
+func (f *fakeStore) ListVoiceAliases(_ context.Context, ws, voiceID string) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string{}, f.aliases[ws][voiceID]...), nil
+}
+
+func (f *fakeStore) ResolveVoiceAlias(_ context.Context, ws, alias string) (string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.resolves++
+	for id, list := range f.aliases[ws] {
+		if slices.Contains(list, alias) {
+			return id, nil
+		}
+	}
+	return "", control.Errorf(control.ENotFound, "alias not found")
+}
+
+func (f *fakeStore) WorkspaceAliases(_ context.Context, ws string) (map[string][]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.aliases[ws]), nil
 }
 
 func (f *fakeStore) ConsumeToken(_ context.Context, hash []byte, _ int64) error {
@@ -354,29 +420,91 @@ func TestServiceRateLimit(t *testing.T) {
 	c.check(t, after{})
 }
 
-// TestServiceVoiceNames: the lookup order (id, then catalog alias) and
-// that a token's voice_ids are checked on the id a name resolves to.
+// TestServiceVoiceNames: the lookup order (id, then workspace alias, then
+// catalog alias), that a workspace alias shadows a catalog alias for its
+// workspace only, and that a token's voice_ids are checked on the id a name
+// resolves to. The table runs with the cache untrusted (every lookup reads
+// the store) and live (twice: the second answer comes from the cache,
+// misses included).
 func TestServiceVoiceNames(t *testing.T) {
-	c := newCore(t, "", 1000)
-	for _, tc := range []struct {
+	other := func(p *control.Principal) { p.WorkspaceID = "ws-other" }
+	cases := []struct {
 		name, ref, want, code string
 		p                     *control.Principal
 	}{
 		{"id", voiceOwn, voiceOwn, "", principal()},
-		{"catalog alias", "cat-anna", voiceCat, "", principal()},
+		{"catalog alias", "cat-anna", voiceCat, "", principal(other)},
 		{"catalog id", voiceCat, voiceCat, "", principal()},
-		{"alias under a token listing its id", "cat-anna", voiceCat, "", principal(withToken(voiceCat))},
-		{"alias under a token without it", "cat-anna", "", control.EVoiceNotAllowed, principal(withToken(voiceOwn))},
+		{"alias under a token listing its id", "cat-anna", voiceCat, "", principal(other, withToken(voiceCat))},
+		{"alias under a token without it", "cat-anna", "", control.EVoiceNotAllowed, principal(other, withToken(voiceOwn))},
 		{"empty", "", "", control.ENotFound, principal()},
 		{"long", string(make([]byte, 200)), "", control.ENotFound, principal()},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			v, err := c.svc.Voice(context.Background(), tc.p, tc.ref)
-			if got := control.ErrorCode(err); got != tc.code {
-				t.Fatalf("code %q (%v), want %q", got, err, tc.code)
+		{"workspace alias of an own voice", "alloy", voiceOwn, "", principal()},
+		{"vendor id as a workspace alias", "21m00Tcm4TlvDq8ikWAM", voiceFree, "", principal()},
+		{"workspace alias of a catalog voice", "anna", voiceCat, "", principal()},
+		{"workspace alias shadows a catalog alias", "cat-anna", voiceOwn, "", principal()},
+		{"another workspace's alias", "alloy", "", control.ENotFound, principal(other)},
+		{"another workspace's alias of its own voice", "theirs", "", control.ENotFound, principal()},
+		{"the other workspace's own alias", "theirs", voiceOther, "", principal(other)},
+		{"workspace alias of a draft voice", "drafty", "", control.EVoiceNotReady, principal()},
+		{"workspace alias under a token listing its id", "alloy", voiceOwn, "", principal(withToken(voiceOwn))},
+		{"workspace alias under a token without it", "alloy", "", control.EVoiceNotAllowed, principal(withToken(voiceFree))},
+		{"shadowing alias under a token listing the catalog voice", "cat-anna", "", control.EVoiceNotAllowed,
+			principal(withToken(voiceCat))},
+		{"alias of a voice gone meanwhile falls to the catalog", "gone", voiceCat2, "", principal()},
+		{"alias of a voice gone meanwhile", "gone-too", "", control.ENotFound, principal()},
+		{"unknown name", "nova", "", control.ENotFound, principal()},
+		{"not an alias's characters", "a b", "", control.ENotFound, principal()},
+	}
+	for _, mode := range []string{"store", "live cache"} {
+		t.Run(mode, func(t *testing.T) {
+			c := newCore(t, "", 1000)
+			set := func(ws, voice string, aliases ...string) {
+				t.Helper()
+				if _, err := c.store.SetVoiceAliases(context.Background(), ws, voice, aliases); err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err == nil && v.ID != tc.want {
-				t.Fatalf("voice %s, want %s", v.ID, tc.want)
+			set(wsOwn, voiceOwn, "alloy", "cat-anna")
+			set(wsOwn, voiceFree, "21m00Tcm4TlvDq8ikWAM")
+			set(wsOwn, voiceCat, "anna")
+			set(wsOwn, voiceDraft, "drafty")
+			set("ws-other", voiceOther, "theirs")
+			// A second catalog voice, alias "gone"; and an own voice aliased
+			// "gone" and "gone-too" that is deleted after a live cache read
+			// its aliases: the store deletes them with the voice, but the
+			// cache may still hold them until the "alias" change arrives.
+			c.store.voices[voiceCat2] = &control.Voice{ID: voiceCat2, Visibility: "public",
+				Status: control.VoiceReady, Alias: "gone"}
+			c.store.voices[voiceGone] = &control.Voice{ID: voiceGone, OrgID: wsOwn, Visibility: "private",
+				Status: control.VoiceReady}
+			set(wsOwn, voiceGone, "gone", "gone-too")
+			rounds := 1
+			if mode == "live cache" {
+				c.svc.Voices().SetLive(true)
+				rounds = 2
+				for _, ref := range []string{"gone", "gone-too"} {
+					if id, err := c.svc.Voices().ResolveAlias(c.store, wsOwn, ref); err != nil || id != voiceGone {
+						t.Fatalf("warming %s: %q %v", ref, id, err)
+					}
+				}
+			}
+			c.store.mu.Lock()
+			delete(c.store.voices, voiceGone)
+			delete(c.store.aliases[wsOwn], voiceGone)
+			c.store.mu.Unlock()
+			for round := range rounds {
+				for _, tc := range cases {
+					t.Run(tc.name, func(t *testing.T) {
+						v, err := c.svc.Voice(context.Background(), tc.p, tc.ref)
+						if got := control.ErrorCode(err); got != tc.code {
+							t.Fatalf("round %d: code %q (%v), want %q", round, got, err, tc.code)
+						}
+						if err == nil && v.ID != tc.want {
+							t.Fatalf("round %d: voice %s, want %s", round, v.ID, tc.want)
+						}
+					})
+				}
 			}
 		})
 	}

@@ -9,11 +9,12 @@ import (
 )
 
 // Voice is THE voice access rule, for every protocol: ref names a voice by
-// id, else by public catalog alias (docs/api.md#voices; the workspace
-// aliases of a later change slot in between). The voice must be the
-// workspace's own or public (otherwise it does not exist for p: 404
-// not_found), allowed by p's access token when the token lists voice ids
-// (403 voice_not_allowed, checked on the id the name resolved to), and
+// id, else by an alias of p's workspace, else by public catalog alias
+// (docs/api.md#voices, "Workspace voice aliases"); a workspace alias
+// shadows a catalog alias of the same name for that workspace. The voice
+// must be the workspace's own or public (otherwise it does not exist for
+// p: 404 not_found), allowed by p's access token when the token lists voice
+// ids (403 voice_not_allowed, checked on the id the name resolved to), and
 // ready (400 voice_not_ready).
 func (s *Service) Voice(ctx context.Context, p *control.Principal, ref string) (*control.Voice, error) {
 	v, err := s.lookup(ctx, p, ref)
@@ -30,20 +31,44 @@ func (s *Service) Voice(ctx context.Context, p *control.Principal, ref string) (
 }
 
 // lookup resolves ref to a voice p's workspace may use: id first, then
-// catalog alias. Anything else is 404.
+// workspace alias, then catalog alias. Anything else is 404. Every step
+// reads the cache first; a name that cannot be a workspace alias
+// (control.ValidAlias) skips that step.
 func (s *Service) lookup(ctx context.Context, p *control.Principal, ref string) (*control.Voice, error) {
-	var v *control.Voice
-	var err error
-	switch {
-	case control.ValidID(ref):
-		v, err = s.voices.Get(s.store, ref)
-	case ref == "" || len(ref) > maxVoiceRef:
-		return nil, voiceNotFound(ref)
-	default:
-		v, err = s.voices.GetByAlias(s.store, ref)
+	now := time.Now().UnixMilli()
+	if control.ValidID(ref) {
+		v, err := s.voices.get(s.store, ref, now)
+		switch {
+		case control.IsCode(err, control.ENotFound):
+			return nil, voiceNotFound(ref)
+		case err != nil:
+			return nil, err
+		case !v.Usable(p.WorkspaceID):
+			return nil, voiceNotFound(ref)
+		}
+		return v, nil
 	}
-	// Unknown and foreign voices are both 404, so that other workspaces'
-	// voices cannot be probed.
+	if ref == "" || len(ref) > maxVoiceRef {
+		return nil, voiceNotFound(ref)
+	}
+	if p.WorkspaceID != "" && control.ValidAlias(ref) {
+		id, err := s.voices.resolveAlias(s.store, p.WorkspaceID, ref, now)
+		if err != nil {
+			return nil, err
+		}
+		if id != "" {
+			v, err := s.voices.get(s.store, id, now)
+			switch {
+			case err == nil && v.Usable(p.WorkspaceID):
+				return v, nil
+			case err != nil && !control.IsCode(err, control.ENotFound):
+				return nil, err
+			}
+			// The voice went (its "alias" change is on its way) or is no
+			// longer usable: the alias names nothing, as if unset.
+		}
+	}
+	v, err := s.voices.getByAlias(s.store, ref, now)
 	switch {
 	case control.IsCode(err, control.ENotFound):
 		return nil, voiceNotFound(ref)
@@ -53,6 +78,62 @@ func (s *Service) lookup(ctx context.Context, p *control.Principal, ref string) 
 		return nil, voiceNotFound(ref)
 	}
 	return v, nil
+}
+
+// usable returns the voice with id if p's workspace may use it (its own or
+// public), for the resource routes, which take ids only: 404 otherwise.
+// Tokens do not narrow it: resource routes take keys.
+func (s *Service) usable(p *control.Principal, id string) (*control.Voice, error) {
+	if !control.ValidID(id) {
+		return nil, voiceNotFound(id)
+	}
+	v, err := s.voices.Get(s.store, id)
+	switch {
+	case control.IsCode(err, control.ENotFound):
+		return nil, voiceNotFound(id)
+	case err != nil:
+		return nil, err
+	case !v.Usable(p.WorkspaceID):
+		return nil, voiceNotFound(id)
+	}
+	return v, nil
+}
+
+// SetAliases replaces the aliases p's workspace gives voice voiceID (PUT
+// /voices/{id}/aliases; an empty list removes them all) and returns them as
+// stored. 404 not_found when the voice is not the workspace's own or
+// public; 400 invalid_request naming a bad alias (control.ValidateAliases);
+// 409 alias_taken when another voice of the workspace holds one. A refusal
+// changes nothing. This server's alias cache for the workspace is dropped
+// at once; other servers' by the store's "alias" change.
+func (s *Service) SetAliases(ctx context.Context, p *control.Principal, voiceID string, aliases []string) ([]string, error) {
+	if _, err := s.usable(p, voiceID); err != nil {
+		return nil, err
+	}
+	list, err := control.ValidateAliases(aliases)
+	if err != nil {
+		return nil, err
+	}
+	c, cancel := s.call(ctx)
+	defer cancel()
+	out, err := s.store.SetVoiceAliases(c, p.WorkspaceID, voiceID, list)
+	if err != nil {
+		return nil, err
+	}
+	s.voices.InvalidateWorkspaceAliases(p.WorkspaceID)
+	return out, nil
+}
+
+// Aliases returns the aliases p's workspace gives voice voiceID (GET
+// /voices/{id}/aliases), in the order set; empty when none. 404 not_found
+// when the voice is not the workspace's own or public.
+func (s *Service) Aliases(ctx context.Context, p *control.Principal, voiceID string) ([]string, error) {
+	if _, err := s.usable(p, voiceID); err != nil {
+		return nil, err
+	}
+	c, cancel := s.call(ctx)
+	defer cancel()
+	return s.store.ListVoiceAliases(c, p.WorkspaceID, voiceID)
 }
 
 // maxVoiceRef bounds a name looked up in the store: aliases are at most 64
@@ -71,15 +152,18 @@ func voiceNotFound(ref string) error {
 // far as the id entry, which invalidations reach: the voice is re-read by
 // id, and a voice that lost the alias sends the lookup back to the store.
 func (c *VoiceCache) GetByAlias(store VoiceStore, alias string) (*control.Voice, error) {
-	key := "@" + alias
-	now := time.Now().UnixMilli()
+	return c.getByAlias(store, alias, time.Now().UnixMilli())
+}
+
+// getByAlias is GetByAlias at now (epoch ms).
+func (c *VoiceCache) getByAlias(store VoiceStore, alias string, now int64) (*control.Voice, error) {
 	live := c.live.Load()
 	c.mu.RLock()
-	e, ok := c.m[key]
+	e, ok := c.m["@"+alias] // a key that does not escape: no allocation on a hit
 	gen := c.gen
 	c.mu.RUnlock()
 	if live && ok && now-e.at < c.ttl {
-		if v, err := c.Get(store, e.v.ID); err == nil && v.Alias == alias {
+		if v, err := c.get(store, e.v.ID, now); err == nil && v.Alias == alias {
 			return v, nil
 		}
 	}
@@ -92,17 +176,48 @@ func (c *VoiceCache) GetByAlias(store VoiceStore, alias string) (*control.Voice,
 	if live {
 		c.mu.Lock()
 		if c.gen == gen && len(c.m) < maxCachedVoices {
-			c.m[key] = voiceEntry{v: v, at: now}
+			c.m["@"+alias] = voiceEntry{v: v, at: now}
 		}
 		c.mu.Unlock()
 	}
 	return v, nil
 }
 
+// UsableVoice is a voice p may speak with and the aliases p's workspace
+// gives it (nil when none).
+type UsableVoice struct {
+	Voice   *control.Voice
+	Aliases []string
+}
+
 // UsableVoices lists the ready voices p may speak with, its workspace's
 // own first, then the public ones, at most max (the lists of the
 // compatible endpoints). A token's voice_ids narrow it.
 func (s *Service) UsableVoices(ctx context.Context, p *control.Principal, max int) ([]*control.Voice, error) {
+	return s.usableVoices(ctx, p, max)
+}
+
+// UsableVoicesWithAliases is UsableVoices with each voice's workspace
+// aliases (GET /compat/audio/voices lists them too).
+func (s *Service) UsableVoicesWithAliases(ctx context.Context, p *control.Principal, max int) ([]UsableVoice, error) {
+	voices, err := s.usableVoices(ctx, p, max)
+	if err != nil {
+		return nil, err
+	}
+	c, cancel := s.call(ctx)
+	defer cancel()
+	aliases, err := s.store.WorkspaceAliases(c, p.WorkspaceID)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]UsableVoice, len(voices))
+	for i, v := range voices {
+		out[i] = UsableVoice{Voice: v, Aliases: aliases[v.ID]}
+	}
+	return out, nil
+}
+
+func (s *Service) usableVoices(ctx context.Context, p *control.Principal, max int) ([]*control.Voice, error) {
 	c, cancel := s.call(ctx)
 	defer cancel()
 	var out []*control.Voice

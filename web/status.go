@@ -30,7 +30,7 @@ var statusByCode = map[string]int{
 	control.EOriginNotAllowed: 403,
 
 	control.ENotFound: 404, control.EMethodNotAllowed: 405,
-	control.EVoiceBusy: 409, control.EIdempotencyInProgress: 409,
+	control.EVoiceBusy: 409, control.EIdempotencyInProgress: 409, control.EAliasTaken: 409,
 	control.EPayloadTooLarge: 413,
 	control.EInvalidInput:    422, control.EIdempotencyKeyReused: 422,
 

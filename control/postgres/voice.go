@@ -158,6 +158,16 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
 	ctx, end := db.call(ctx)
 	defer end(&err)
 	return db.update(ctx, func(tx pgx.Tx) error {
+		// Lock the row first: a SetVoiceAliases holding it share-locked
+		// commits before the aliasing workspaces are read.
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM voices WHERE id = $1 AND org_id = $2 FOR UPDATE`, id, ws).Scan(&one); err != nil {
+			return notFound(err, "voice not found")
+		}
+		now := db.nowMS()
+		if err := db.aliasChangesFor(ctx, tx, now, []string{id}); err != nil {
+			return err
+		}
 		tag, err := tx.Exec(ctx, `DELETE FROM voices WHERE id = $1 AND org_id = $2`, id, ws)
 		if err != nil {
 			return fmt.Errorf("postgres: delete voice: %w", err)
@@ -165,7 +175,6 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
 		if tag.RowsAffected() == 0 {
 			return control.Errorf(control.ENotFound, "voice not found")
 		}
-		now := db.nowMS()
 		if _, err := tx.Exec(ctx, `UPDATE jobs SET status = 'cancelled', updated_at = $1
 			WHERE voice_id = $2 AND status IN ('pending', 'running')`, now, id); err != nil {
 			return fmt.Errorf("postgres: cancel jobs: %w", err)
@@ -209,6 +218,12 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			ids := make([]string, len(plan.Delete))
 			for i, v := range plan.Delete {
 				ids[i] = v.ID
+			}
+			if _, err := tx.Exec(ctx, `SELECT 1 FROM voices WHERE id = ANY($1) FOR UPDATE`, ids); err != nil {
+				return fmt.Errorf("postgres: lock catalog voices: %w", err)
+			}
+			if err := db.aliasChangesFor(ctx, tx, now, ids); err != nil {
+				return err
 			}
 			if _, err := tx.Exec(ctx, `DELETE FROM voices WHERE id = ANY($1)`, ids); err != nil {
 				return fmt.Errorf("postgres: drop catalog voices: %w", err)

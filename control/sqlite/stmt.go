@@ -41,6 +41,7 @@ const (
 	sqlVoiceByID    = `SELECT ` + voiceCols + ` FROM voices WHERE id = ?`
 	sqlVoiceByAlias = `SELECT ` + voiceCols + ` FROM voices
 		WHERE alias = ? AND visibility = 'public' ORDER BY created_at, id LIMIT 1`
+	sqlAliasResolve = `SELECT voice_id FROM voice_aliases WHERE workspace_id = ? AND alias = ?`
 )
 
 // stmts are prepared at Open, when no transaction holds the write
@@ -51,7 +52,7 @@ type stmts struct {
 	dailyAdd                                        *sql.Stmt // write pool
 	balanceTx                                       *sql.Stmt // write pool
 	balance, workspaceByID, keyByHash, tokenByHash  *sql.Stmt // read pool
-	voiceByID, voiceByAlias                         *sql.Stmt // read pool
+	voiceByID, voiceByAlias, aliasResolve           *sql.Stmt // read pool
 	all                                             []*sql.Stmt
 }
 
@@ -74,6 +75,7 @@ func (db *DB) prepare(ctx context.Context) error {
 		{&s.tokenByHash, db.read, sqlTokenByHash},
 		{&s.voiceByID, db.read, sqlVoiceByID},
 		{&s.voiceByAlias, db.read, sqlVoiceByAlias},
+		{&s.aliasResolve, db.read, sqlAliasResolve},
 	} {
 		st, err := p.pool.PrepareContext(ctx, p.q)
 		if err != nil {

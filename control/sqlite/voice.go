@@ -175,6 +175,10 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
 	ctx, end := db.call(ctx)
 	defer end(&err)
 	return db.update(ctx, func(tx *sql.Tx) error {
+		now := db.nowMS()
+		if err := aliasChangesFor(ctx, tx, now, id); err != nil {
+			return err
+		}
 		res, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ? AND org_id = ?`, id, ws)
 		if err != nil {
 			return fmt.Errorf("sqlite: delete voice: %w", err)
@@ -182,7 +186,6 @@ func (db *DB) DeleteVoice(ctx context.Context, ws, id string) (err error) {
 		if n, _ := res.RowsAffected(); n == 0 {
 			return control.Errorf(control.ENotFound, "voice not found")
 		}
-		now := db.nowMS()
 		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET status = 'cancelled', updated_at = ?
 			WHERE voice_id = ? AND status IN ('pending', 'running')`, now, id); err != nil {
 			return fmt.Errorf("sqlite: cancel jobs: %w", err)
@@ -215,6 +218,9 @@ func (db *DB) SeedCatalog(ctx context.Context, catalogWS string, voices []*contr
 			return err
 		}
 		for _, v := range plan.Delete {
+			if err := aliasChangesFor(ctx, tx, now, v.ID); err != nil {
+				return err
+			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM voices WHERE id = ?`, v.ID); err != nil {
 				return fmt.Errorf("sqlite: drop catalog voice: %w", err)
 			}

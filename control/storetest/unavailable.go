@@ -38,6 +38,9 @@ func Unavailable(t *testing.T, s control.Store, timeout time.Duration, h Hang) {
 	pub := newVoice(ws.ID, "public")
 	pub.Alias, pub.Visibility, pub.Status = "pub-"+control.NewID(), "public", control.VoiceReady
 	mustVoice(t, s, pub)
+	if _, err := s.SetVoiceAliases(ctx, ws.ID, v.ID, []string{"fixture-alias"}); err != nil {
+		t.Fatal(err)
+	}
 	_, job := enroll(t, s, ws.ID)
 	charge, _, err := s.Charge(ctx, ws.ID, month, 1000, 10, true)
 	if err != nil {
@@ -95,6 +98,16 @@ func Unavailable(t *testing.T, s control.Store, timeout time.Duration, h Hang) {
 			return err
 		}),
 		w("DeleteVoice", func(ctx context.Context) error { return s.DeleteVoice(ctx, ws.ID, pub.ID) }),
+		w("SetVoiceAliases", func(ctx context.Context) error {
+			_, err := s.SetVoiceAliases(ctx, ws.ID, v.ID, []string{"fixture-alias", "another"})
+			return err
+		}),
+		r("ListVoiceAliases", func(ctx context.Context) error { _, err := s.ListVoiceAliases(ctx, ws.ID, v.ID); return err }),
+		r("ResolveVoiceAlias", func(ctx context.Context) error {
+			_, err := s.ResolveVoiceAlias(ctx, ws.ID, "fixture-alias")
+			return err
+		}),
+		r("WorkspaceAliases", func(ctx context.Context) error { _, err := s.WorkspaceAliases(ctx, ws.ID); return err }),
 		w("StartEnrollment", func(ctx context.Context) error {
 			nv := newVoice(ws.ID, "cloned")
 			nv.ConsentAt, nv.ConsentKeyID = 42, k.ID
