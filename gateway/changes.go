@@ -72,6 +72,8 @@ func (s *Server) onChange(ch control.Change) {
 	switch ch.Kind {
 	case "voice":
 		s.core.Voices().Invalidate(ch.ID)
+	case control.ChangeAlias: // a workspace's voice names (ID: the workspace)
+		s.core.Voices().InvalidateWorkspaceAliases(ch.ID)
 	case "token":
 		// tokens are single-use and never cached
 	case "key":

@@ -125,7 +125,7 @@ type enrollData struct {
 
 func (d *enrollData) appendJSON(b []byte) []byte {
 	b = append(b, `{"voice":`...)
-	b = appendVoice(b, d.voice)
+	b = appendVoice(b, d.voice, nil)
 	b = append(b, `,"job_id":`...)
 	b = appendString(b, d.jobID)
 	return append(b, '}')

@@ -57,7 +57,7 @@ func checkVoiceInput(t *testing.T, body []byte, in *voiceInput, err error) {
 	}
 	if in.labels != nil {
 		v := &control.Voice{Labels: *in.labels}
-		if b := appendVoice(nil, v); !json.Valid(b) {
+		if b := appendVoice(nil, v, []string{"alloy"}); !json.Valid(b) {
 			t.Fatalf("voice renders as invalid JSON: %s", b)
 		}
 	}

@@ -78,6 +78,8 @@ func (s *Server) routes() {
 	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, keysOnly, s.getVoice)
 	s.api(api, "PATCH", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.updateVoice)
 	s.api(api, "DELETE", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.deleteVoice)
+	s.api(api, "GET", "/voices/{id}/aliases", control.ScopeVoicesRead, keysOnly, s.getAliases)
+	s.api(api, "PUT", "/voices/{id}/aliases", control.ScopeVoicesWrite, keysOnly, s.putAliases)
 	s.api(api, "GET", "/jobs/{id}", control.ScopeVoicesRead, keysOnly, s.getJob)
 	// Uploads (enroll.go, clone.go): multipart, free, answered 202.
 	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, keysOnly, s.idempotent(s.enroll))
@@ -176,7 +178,7 @@ var (
 	valAnyOrigin     = []byte("*")
 	valExposeHeaders = []byte("RateLimit, RateLimit-Policy, Retry-After, X-Request-Id, X-Billing-Remaining, " +
 		"X-Sample-Rate, X-Audio-Format, X-Channels, Idempotent-Replayed, Deprecation")
-	valAllowMethods = []byte("GET, POST, PATCH, DELETE, OPTIONS")
+	valAllowMethods = []byte("GET, POST, PUT, PATCH, DELETE, OPTIONS")
 	valAllowHeaders = []byte("X-API-Key, Authorization, Content-Type, Idempotency-Key, X-Request-Id")
 	valMaxAge       = []byte("600")
 )

@@ -59,6 +59,10 @@ const (
 	mDeleteDashboardSession
 	mListAPIKeys
 	mDailyUsage
+	mSetVoiceAliases
+	mListVoiceAliases
+	mResolveVoiceAlias
+	mWorkspaceAliases
 	storeMethods
 )
 
@@ -99,6 +103,10 @@ var storeMethodNames = [storeMethods]string{
 	"DeleteDashboardSession",
 	"ListAPIKeys",
 	"DailyUsage",
+	"SetVoiceAliases",
+	"ListVoiceAliases",
+	"ResolveVoiceAlias",
+	"WorkspaceAliases",
 }
 
 func newTimedStore(s control.Store, h *prometheus.HistogramVec) *timedStore {
@@ -291,4 +299,24 @@ func (ts *timedStore) ListAPIKeys(ctx context.Context, ws string) ([]*control.AP
 func (ts *timedStore) DailyUsage(ctx context.Context, ws, from, to string) ([]control.DailyUsage, error) {
 	defer ts.done(mDailyUsage, time.Now())
 	return ts.s.DailyUsage(ctx, ws, from, to)
+}
+
+func (ts *timedStore) SetVoiceAliases(ctx context.Context, ws, voiceID string, aliases []string) ([]string, error) {
+	defer ts.done(mSetVoiceAliases, time.Now())
+	return ts.s.SetVoiceAliases(ctx, ws, voiceID, aliases)
+}
+
+func (ts *timedStore) ListVoiceAliases(ctx context.Context, ws, voiceID string) ([]string, error) {
+	defer ts.done(mListVoiceAliases, time.Now())
+	return ts.s.ListVoiceAliases(ctx, ws, voiceID)
+}
+
+func (ts *timedStore) ResolveVoiceAlias(ctx context.Context, ws, alias string) (string, error) {
+	defer ts.done(mResolveVoiceAlias, time.Now())
+	return ts.s.ResolveVoiceAlias(ctx, ws, alias)
+}
+
+func (ts *timedStore) WorkspaceAliases(ctx context.Context, ws string) (map[string][]string, error) {
+	defer ts.done(mWorkspaceAliases, time.Now())
+	return ts.s.WorkspaceAliases(ctx, ws)
 }

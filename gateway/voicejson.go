@@ -12,18 +12,23 @@ import (
 // of the request. Only the listed fields are written; a voice never shows
 // created_by, metadata, deleted_at, its profile or its consent record.
 
-// voiceData is the payload {"voice": <voice>}.
-type voiceData control.Voice
+// voiceData is the payload {"voice": <voice>}, with the workspace's own
+// names for it.
+type voiceData struct {
+	v       *control.Voice
+	aliases []string
+}
 
-func (v *voiceData) appendJSON(b []byte) []byte {
+func (d *voiceData) appendJSON(b []byte) []byte {
 	b = append(b, `{"voice":`...)
-	b = appendVoice(b, (*control.Voice)(v))
+	b = appendVoice(b, d.v, d.aliases)
 	return append(b, '}')
 }
 
 // voiceList is the payload of GET /voices.
 type voiceList struct {
 	voices         []*control.Voice
+	aliases        map[string][]string // the workspace's, by voice id
 	page, pageSize int
 	total          int
 }
@@ -34,7 +39,7 @@ func (l *voiceList) appendJSON(b []byte) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendVoice(b, v)
+		b = appendVoice(b, v, l.aliases[v.ID])
 	}
 	b = append(b, `],"page":`...)
 	b = strconv.AppendInt(b, int64(l.page), 10)
@@ -47,7 +52,9 @@ func (l *voiceList) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func appendVoice(b []byte, v *control.Voice) []byte {
+// appendVoice writes the voice object; aliases are the asking workspace's
+// names for it (workspace_aliases, always present).
+func appendVoice(b []byte, v *control.Voice, aliases []string) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, v.ID)
 	b = append(b, `,"name":`...)
@@ -92,6 +99,7 @@ func appendVoice(b []byte, v *control.Voice) []byte {
 		b = append(b, `,"alias":`...)
 		b = appendString(b, v.Alias)
 	}
+	b = appendAliases(append(b, `,"workspace_aliases":`...), aliases)
 	b = append(b, `,"org_id":`...)
 	b = appendString(b, v.OrgID)
 	b = append(b, `,"created_at":`...)
@@ -181,4 +189,29 @@ func (d *deletedData) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, d.id)
 	return append(b, `,"deleted":true}`...)
+}
+
+// appendAliases writes a JSON array of names ([] for none).
+func appendAliases(b []byte, aliases []string) []byte {
+	b = append(b, '[')
+	for i, a := range aliases {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = appendString(b, a)
+	}
+	return append(b, ']')
+}
+
+// aliasData is the payload of GET and PUT /voices/{id}/aliases.
+type aliasData struct {
+	voiceID string
+	aliases []string
+}
+
+func (d *aliasData) appendJSON(b []byte) []byte {
+	b = append(b, `{"voice_id":`...)
+	b = appendString(b, d.voiceID)
+	b = append(b, `,"aliases":`...)
+	return append(appendAliases(b, d.aliases), '}')
 }

@@ -35,7 +35,12 @@ func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeData(ctx, fasthttp.StatusOK, (*voiceData)(v))
+	aliases, err := s.core.Aliases(ctx, p, v.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.writeData(ctx, fasthttp.StatusOK, &voiceData{v: v, aliases: aliases})
 }
 
 // usableVoice returns a voice p may read or synthesize with; anything else
@@ -74,7 +79,13 @@ func (s *Server) listVoices(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeData(ctx, fasthttp.StatusOK, &voiceList{voices: voices, page: f.Page, pageSize: f.PageSize, total: total})
+	aliases, err := s.store.WorkspaceAliases(sctx, p.WorkspaceID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.writeData(ctx, fasthttp.StatusOK, &voiceList{voices: voices, aliases: aliases,
+		page: f.Page, pageSize: f.PageSize, total: total})
 }
 
 const defaultPageSize, maxPageSize = 50, 100
@@ -140,7 +151,7 @@ func (s *Server) createVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeData(ctx, fasthttp.StatusCreated, (*voiceData)(v))
+	s.writeData(ctx, fasthttp.StatusCreated, &voiceData{v: v, aliases: []string{}})
 }
 
 // newVoice builds the voice a validated create request describes. A remix
@@ -224,7 +235,12 @@ func (s *Server) updateVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		s.writeError(ctx, err)
 		return
 	}
-	s.writeData(ctx, fasthttp.StatusOK, (*voiceData)(v))
+	aliases, err := s.core.Aliases(ctx, p, v.ID)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.writeData(ctx, fasthttp.StatusOK, &voiceData{v: v, aliases: aliases})
 }
 
 // DELETE /voices/{id}: the store also cancels the voice's pending job, and
@@ -245,4 +261,42 @@ func (s *Server) deleteVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 	}
 	s.removeMedia(id)
 	s.writeData(ctx, fasthttp.StatusOK, &deletedData{id: id})
+}
+
+// aliasBody is the JSON of PUT /voices/{id}/aliases.
+type aliasBody struct {
+	Aliases *[]string `json:"aliases"`
+}
+
+// PUT /voices/{id}/aliases: the workspace's names for a voice it may use,
+// replacing the whole list (docs/api.md#voice-aliases). The rules (shape,
+// at most 32, unique in the workspace, not id-shaped) are the core's.
+func (s *Server) putAliases(ctx *fasthttp.RequestCtx, p *control.Principal) {
+	var in aliasBody
+	if err := decodeJSON(ctx, s.cfg.MaxJSONBody, &in, nil); err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	if in.Aliases == nil {
+		s.writeError(ctx, control.Errorf(control.EInvalidRequest, "aliases is required: a list of names (empty removes them all)"))
+		return
+	}
+	id := pathID(ctx)
+	aliases, err := s.core.SetAliases(ctx, p, id, *in.Aliases)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.writeData(ctx, fasthttp.StatusOK, &aliasData{voiceID: id, aliases: aliases})
+}
+
+// GET /voices/{id}/aliases
+func (s *Server) getAliases(ctx *fasthttp.RequestCtx, p *control.Principal) {
+	id := pathID(ctx)
+	aliases, err := s.core.Aliases(ctx, p, id)
+	if err != nil {
+		s.writeError(ctx, err)
+		return
+	}
+	s.writeData(ctx, fasthttp.StatusOK, &aliasData{voiceID: id, aliases: aliases})
 }

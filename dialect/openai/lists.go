@@ -32,39 +32,63 @@ const (
 
 // GET /compat/models
 func (o *Protocol) models(ctx *fasthttp.RequestCtx, _ *control.Principal) {
-	b := append([]byte(nil), `{"object":"list","data":[{"id":"`+model+`","object":"model","created":`...)
+	b := append([]byte(nil), `{"object":"list","data":[`...)
+	writeJSON(ctx, append(appendModel(b, model), "]}"...))
+}
+
+// appendModel writes the model object named id.
+func appendModel(b []byte, id string) []byte {
+	b = append(b, `{"id":`...)
+	b = jsonw.AppendString(b, id)
+	b = append(b, `,"object":"model","created":`...)
 	b = strconv.AppendInt(b, modelCreated, 10)
-	b = append(b, `,"owned_by":"voicesvc"}]}`...)
-	writeJSON(ctx, b)
+	return append(b, `,"owned_by":"voicesvc"}`...)
 }
 
 // GET /compat/audio/voices: every ready voice the workspace may speak with,
 // its own and the public ones, named as the speech endpoint's voice field
 // takes them (the alias where there is one).
 func (o *Protocol) voices(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	voices, err := o.h.Core().UsableVoices(ctx, p, maxVoices)
+	voices, err := o.h.Core().UsableVoicesWithAliases(ctx, p, maxVoices)
 	if err != nil {
 		o.h.WriteError(ctx, err)
 		return
 	}
 	b := append([]byte(nil), `{"voices":[`...)
-	for i, v := range voices {
-		if i > 0 {
+	n := 0
+	entry := func(id string, v *control.Voice) {
+		if n > 0 {
 			b = append(b, ',')
 		}
-		name := v.Alias
-		if name == "" {
-			name = v.ID
-		}
+		n++
 		b = append(b, `{"id":`...)
-		b = jsonw.AppendString(b, name)
+		b = jsonw.AppendString(b, id)
 		b = append(b, `,"name":`...)
 		b = jsonw.AppendString(b, v.Name)
 		b = append(b, `,"language":`...)
 		b = jsonw.AppendString(b, v.PrimaryLanguage)
 		b = append(b, '}')
 	}
+	for _, u := range voices {
+		name := u.Voice.Alias
+		if name == "" {
+			name = u.Voice.ID
+		}
+		entry(name, u.Voice)
+		// The workspace's own names for it, each usable as voice.
+		for _, a := range u.Aliases {
+			entry(a, u.Voice)
+		}
+	}
 	writeJSON(ctx, append(b, "]}"...))
+}
+
+// GET /compat/models/{model}: the model object of any name, since every
+// model name routes to the one model there is; its id is the name asked
+// for, so a client that checks its configured model finds it.
+func (o *Protocol) model(ctx *fasthttp.RequestCtx, _ *control.Principal) {
+	name, _ := ctx.UserValue("model").(string)
+	writeJSON(ctx, appendModel(nil, name))
 }
 
 func writeJSON(ctx *fasthttp.RequestCtx, b []byte) {

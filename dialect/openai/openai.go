@@ -88,6 +88,7 @@ func (o *Protocol) Register(h web.Host) {
 		h.Handle(web.Route{Method: "POST", Path: base + speechPath, Scope: control.ScopeTTS, Creds: web.BearerKeys,
 			Streams: true}, o.speech)
 		h.Handle(web.Route{Method: "GET", Path: base + modelsPath, Scope: control.ScopeTTS, Creds: web.BearerKeys}, o.models)
+		h.Handle(web.Route{Method: "GET", Path: base + modelsPath + "/{model}", Scope: control.ScopeTTS, Creds: web.BearerKeys}, o.model)
 		h.Handle(web.Route{Method: "GET", Path: base + voicesPath, Scope: control.ScopeTTS, Creds: web.BearerKeys}, o.voices)
 	}
 }
