@@ -48,13 +48,18 @@ func (s *Server) initSynthesis(deps Deps) error {
 		meter = control.NewMeter(s.store, deps.Billing)
 	}
 	s.synth.meter = m.CountingMeter(meter)
-	s.core = synth.NewService(synth.Deps{
+	var err error
+	s.core, err = synth.NewService(synth.Deps{
 		Store: s.store, Voices: synth.NewVoiceCache(s.cfg.VoiceCacheTTL),
 		Engines: s.engines, Engine: s.engine,
 		Limiter: m.CountingLimiter(limiter), Meter: s.synth.meter,
 		Hooks:  synth.Hooks{Refused: m.Refused, Active: s.synth.active},
-		Logger: s.log, StoreTimeout: limitTimeout,
+		Logger: s.log, StoreTimeout: limitTimeout, Billing: deps.Billing,
+		Keys: synth.KeyCacheConfig{MB: s.cfg.KeyCacheMB, TTL: s.cfg.KeyCacheTTL, NegativeTTL: s.cfg.NegativeKeyTTL},
 	})
+	if err != nil {
+		return err
+	}
 	for _, c := range append([]prometheus.Collector{s.synth.active}, m.Collectors()...) {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return err

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/sha256"
 
 	"github.com/valyala/fasthttp"
 
@@ -73,19 +72,5 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 	return bytes.TrimSpace(h[len(bearerPrefix):])
 }
 
-// authKey resolves an API key: format check, SHA-256, then the key cache,
-// which goes to the store only on a miss.
-func (s *Server) authKey(key []byte) (*control.Principal, error) {
-	if !control.ValidAPIKeyFormat(b2s(key)) {
-		return nil, errUnauthorized
-	}
-	hash := sha256.Sum256(key)
-	p, err := s.keys.lookup(s.store, &hash, s.billing)
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
-		return nil, errUnauthorized
-	}
-	return p, nil
-}
+// authKey resolves an API key (the core's credentials).
+func (s *Server) authKey(key []byte) (*control.Principal, error) { return s.core.AuthKey(key) }

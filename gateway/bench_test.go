@@ -58,7 +58,7 @@ func benchGetVoice(b *testing.B, logger *slog.Logger, tcp bool) {
 		b.Fatal(err)
 	}
 	// Wait until the caches are trusted (the change feed runs).
-	if _, ok := waitFor(5*time.Second, func() bool { return srv.keys.live.Load() && srv.core.Voices().Live() }); !ok {
+	if _, ok := waitFor(5*time.Second, func() bool { return srv.core.KeysLive() && srv.core.Voices().Live() }); !ok {
 		b.Fatal("caches never became live")
 	}
 
@@ -113,7 +113,7 @@ func BenchmarkGetVoiceHandler(b *testing.B) {
 	if err := db.CreateVoice(context.Background(), v); err != nil {
 		b.Fatal(err)
 	}
-	if _, ok := waitFor(5*time.Second, func() bool { return srv.keys.live.Load() && srv.core.Voices().Live() }); !ok {
+	if _, ok := waitFor(5*time.Second, func() bool { return srv.core.KeysLive() && srv.core.Voices().Live() }); !ok {
 		b.Fatal("caches never became live")
 	}
 	h := srv.Handler()

@@ -22,7 +22,7 @@ const feedSettle = 500 * time.Millisecond
 // While the feed is down the caches are bypassed rather than trusted.
 func (s *Server) watchChanges(ctx context.Context) {
 	defer close(s.watchDone)
-	defer s.keys.close()
+	defer s.core.Close()
 	var mu sync.Mutex
 	epoch := 0
 	for {
@@ -63,8 +63,7 @@ func (s *Server) watchChanges(ctx context.Context) {
 // setCachesLive resets both caches and then trusts them (or not): anything
 // cached while the feed was not known to run may have missed an event.
 func (s *Server) setCachesLive(live bool) {
-	s.keys.live.Store(live)
-	s.keys.reset()
+	s.core.SetKeysLive(live)
 	s.core.Voices().SetLive(live)
 }
 
@@ -77,12 +76,12 @@ func (s *Server) onChange(ch control.Change) {
 	case "token":
 		// tokens are single-use and never cached
 	case "key":
-		s.keys.reset()
+		s.core.ResetKeys()
 		s.ws.keyChanged(ch.ID) // open sessions of a revoked key end
 	case "workspace":
-		s.keys.reset()
+		s.core.ResetKeys()
 	default:
-		s.keys.reset()
+		s.core.ResetKeys()
 		s.core.Voices().Reset()
 		s.ws.recheck()
 	}

@@ -251,7 +251,7 @@ func (ts *testServer) createVoice(key, name string) map[string]any {
 // runs), so that what a test reads next is served from the cache.
 func (ts *testServer) waitLive() {
 	ts.t.Helper()
-	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.keys.live.Load() && ts.srv.core.Voices().Live() }); !ok {
+	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.core.KeysLive() && ts.srv.core.Voices().Live() }); !ok {
 		ts.t.Fatal("caches never became live")
 	}
 }

@@ -70,7 +70,7 @@ func TestIdempotentRefusedIsRetryable(t *testing.T) {
 	noRPS := 0
 	used := int64(10_000)
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{RPS: &noRPS, Used: &used})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	speak := "/voices/" + ss.voice + "/speak"
 	body := map[string]any{"text": "hi"}
 	if r := ss.do("POST", speak, ss.key, body, idemHdr("retry")...); r.status != 402 {

@@ -194,13 +194,13 @@ func TestRefusalMetrics(t *testing.T) {
 	used := int64(10_000 - 3)
 	off := false
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{RPS: &noRPS, Used: &used})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	before := ss.scrape()
 	if r := ss.do("POST", "/voices/"+ss.voice+"/speak", ss.key, map[string]any{"text": "four"}); r.status != 402 {
 		t.Fatalf("over the allowance: %d %s", r.status, r.body)
 	}
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Streaming: &off})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	if r := ss.do("POST", "/voices/"+ss.voice+"/stream", ss.key, map[string]any{"text": "x"}); r.status != 403 {
 		t.Fatalf("without streaming: %d %s", r.status, r.body)
 	}

@@ -241,7 +241,6 @@ type Server struct {
 	metrics     *metrics
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
-	keys       *keyCache
 	core       *synth.Service // the application core: voices, admission, jobs
 	synth      synthState     // admission.go
 	mediaDir   string         // media.go
@@ -307,9 +306,6 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		}
 	}
 	if s.metrics, err = newMetrics(deps.Registry); err != nil {
-		return nil, err
-	}
-	if s.keys, err = newKeyCache(cfg); err != nil {
 		return nil, err
 	}
 	if err = s.initSynthesis(deps); err != nil {

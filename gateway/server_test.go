@@ -143,7 +143,7 @@ func TestRevocationReachesServers(t *testing.T) {
 	for _, s := range []*testServer{a, b} {
 		s.waitLive()
 		s.do("GET", "/voices", key, nil).data(t, 200)
-		if s.srv.keys.bc.Len() == 0 {
+		if s.srv.core.CachedKeys() == 0 {
 			t.Fatal("the key was not cached")
 		}
 	}
@@ -169,8 +169,7 @@ func TestPlanChangeReachesCache(t *testing.T) {
 	ts := newTestServer(t, "")
 	ts.waitLive()
 	ts.do("GET", "/voices", ts.key, nil).data(t, 200)
-	hash := [32]byte(control.HashSecret(ts.key))
-	p, err := ts.srv.keys.lookup(ts.store, &hash, ts.srv.billing)
+	p, err := ts.srv.core.AuthKey([]byte(ts.key))
 	if err != nil || p.Plan != "pro" || p.Limits.Concurrency != 10 {
 		t.Fatalf("principal %+v, %v", p, err)
 	}
@@ -180,7 +179,7 @@ func TestPlanChangeReachesCache(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, ok := waitFor(10*time.Second, func() bool {
-		p, err := ts.srv.keys.lookup(ts.store, &hash, ts.srv.billing)
+		p, err := ts.srv.core.AuthKey([]byte(ts.key))
 		return err == nil && p.Plan == "free" && p.Limits.Concurrency == 7 && p.Limits.RPS == 2
 	}); !ok {
 		t.Errorf("plan change never reached the cache")

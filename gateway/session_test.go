@@ -175,7 +175,7 @@ func TestSessionOnAPI(t *testing.T) {
 	}
 	// POST /tokens mints a token for the workspace, capped by the session.
 	tok := ts.do("POST", "/tokens", "", map[string]any{"ttl_seconds": 60}, "Cookie", cookie, "Origin", ts.base).data(t, 201)
-	p, err := ts.srv.tokenPrincipal(nil, []byte(tok["token"].(string)), nil)
+	p, err := ts.srv.core.AuthToken([]byte(tok["token"].(string)))
 	if err != nil || p.WorkspaceID != ts.ws.ID || !p.FromDashboard() || p.Token == nil || p.ExpiresAt != 0 {
 		t.Fatalf("token principal %+v %v", p, err)
 	}

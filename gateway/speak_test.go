@@ -193,7 +193,7 @@ func TestBillingAndPlan(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{billing: control.BillingEnforce, plan: "free"})
 	noRPS := 0
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{RPS: &noRPS})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	path := "/voices/" + ss.voice + "/speak"
 	remaining := func(r *response) int {
 		n, err := strconv.Atoi(r.header.Get("X-Billing-Remaining"))
@@ -213,7 +213,7 @@ func TestBillingAndPlan(t *testing.T) {
 	}
 	used := int64(10_000 - 3)
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Used: &used})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	r = ss.do("POST", path, ss.key, map[string]any{"text": "four"})
 	if r.status != 402 || string(r.body) != `{"error":"quota_exhausted","unit":"character","limit":10000,"used":9997}` {
 		t.Fatalf("402: %d %s", r.status, r.body)
@@ -224,7 +224,7 @@ func TestBillingAndPlan(t *testing.T) {
 	}
 	off := false
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Streaming: &off})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	r = ss.do("POST", "/voices/"+ss.voice+"/stream", ss.key, map[string]any{"text": "x"})
 	if r.status != 403 || string(r.body) != `{"error":"feature_disabled","feature":"streaming"}` {
 		t.Fatalf("403: %d %s", r.status, r.body)

@@ -203,7 +203,7 @@ func TestStreamConcurrencyLimit(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{eng: newRef(1), plan: "free"})
 	noRPS := 0
 	ss.store.UpdateWorkspace(context.Background(), ss.ws.ID, control.WorkspaceUpdate{RPS: &noRPS})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	body := map[string]any{"text": strings.Repeat("long text ", 40)}
 	path := "/voices/" + ss.voice + "/stream"
 	var open []*http.Response

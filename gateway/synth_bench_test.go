@@ -156,7 +156,7 @@ func TestSynthBenchServer(t *testing.T) {
 	}
 	ss := newSynthServer(t, synthOpts{eng: eng, billing: control.BillingOff, plan: "enterprise"})
 	// Serve with the auth and voice caches trusted, as in service.
-	waitFor(5*time.Second, func() bool { return ss.srv.core.Voices().Live() && ss.srv.keys.live.Load() })
+	waitFor(5*time.Second, func() bool { return ss.srv.core.Voices().Live() && ss.srv.core.KeysLive() })
 	fmt.Printf("BENCHSERVER %s %s %s\n", ss.base[len("http://"):], ss.key, synth.CatalogVoiceID(eng.Catalog()[0].Alias))
 	io.Copy(io.Discard, os.Stdin) // until the benchmark closes it
 }

@@ -1,11 +1,8 @@
 package gateway
 
 import (
-	"context"
-	"crypto/sha256"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -55,7 +52,9 @@ var (
 // consumption into the server (called from routes, after initSynthesis).
 func (s *Server) tokenRoutes(api *router.Group) {
 	s.api(api, "POST", "/tokens", control.ScopeTTS, keysOnly, s.createToken)
-	s.tokenAuth = s.tokenPrincipal
+	s.tokenAuth = func(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*control.Principal, error) {
+		return s.core.AuthToken(cred)
+	}
 }
 
 // tokenBody is the body of POST /tokens; both fields are optional.
@@ -157,79 +156,4 @@ func (s *Server) tokenVoices(ids *[]string, p *control.Principal) ([]string, err
 		out = append(out, id)
 	}
 	return out, nil
-}
-
-// tokenPrincipal authenticates an access token (Server.tokenAuth): the
-// principal of its workspace, with the token attached (tts only, its
-// voice_ids). It does not consume the token.
-func (s *Server) tokenPrincipal(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*control.Principal, error) {
-	if !control.ValidAccessTokenFormat(b2s(cred)) {
-		return nil, errTokenInvalid
-	}
-	sum := sha256.Sum256(cred)
-	c, cancel := storeCtx()
-	defer cancel()
-	t, err := s.store.GetTokenByHash(c, sum[:])
-	if err != nil {
-		return nil, err // ETokenInvalid when unknown
-	}
-	now := control.NowMS()
-	if !control.SameHash(t.Hash, sum[:]) || t.ConsumedAt != 0 || t.ExpiresAt <= now {
-		return nil, errTokenInvalid
-	}
-	p, err := s.tokenKeyState(c, t, now)
-	if err != nil {
-		return nil, err
-	}
-	p.Token = t
-	return p, nil
-}
-
-// tokenKeyState resolves the token's creating key and workspace. A revoked,
-// expired or deleted key makes the token unusable (401 token_invalid). The
-// key is read fresh by id (tokens are single use, so this is one read per
-// token), and its principal comes from the key cache, which a revocation or
-// plan change resets through the change feed.
-func (s *Server) tokenKeyState(c context.Context, t *control.AccessToken, now int64) (*control.Principal, error) {
-	if strings.HasPrefix(t.KeyID, dashboardKeyPrefix) {
-		return s.dashboardTokenState(c, t)
-	}
-	k, err := s.store.GetAPIKey(c, t.KeyID)
-	if control.IsCode(err, control.ENotFound) {
-		return nil, errTokenInvalid
-	}
-	if err != nil {
-		return nil, err
-	}
-	if k.Check(now) != nil || k.WorkspaceID != t.WorkspaceID || len(k.Hash) != sha256.Size {
-		return nil, errTokenInvalid
-	}
-	var h [sha256.Size]byte
-	copy(h[:], k.Hash)
-	kp, err := s.keys.lookup(s.store, &h, s.billing)
-	if err != nil || kp == nil {
-		if err == nil || control.IsCode(err, control.EUnauthorized) || control.IsCode(err, control.EKeyExpired) {
-			return nil, errTokenInvalid
-		}
-		return nil, err
-	}
-	return &control.Principal{WorkspaceID: kp.WorkspaceID, KeyID: kp.KeyID, Plan: kp.Plan,
-		ExpiresAt: kp.ExpiresAt, Limits: kp.Limits}, nil
-}
-
-// dashboardTokenState resolves a token the dashboard minted with its
-// session: the workspace alone. Its lifetime was capped by the session's,
-// and signing out does not reach it: the dashboard mints tokens of a
-// minute, each good for one socket. ExpiresAt, the expiry of the key
-// behind a principal, is 0: there is no key, and a socket opened with the
-// token lives on after the token's minute, as with any token.
-func (s *Server) dashboardTokenState(c context.Context, t *control.AccessToken) (*control.Principal, error) {
-	ws, err := s.store.GetWorkspace(c, t.WorkspaceID)
-	if control.IsCode(err, control.ENotFound) {
-		return nil, errTokenInvalid
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &control.Principal{WorkspaceID: ws.ID, KeyID: t.KeyID, Plan: ws.Plan, Limits: ws.Limits(s.billing)}, nil
 }

@@ -112,13 +112,13 @@ func TestTokenUse(t *testing.T) {
 	ss.do("POST", speak, "", map[string]any{"text": ""}, bearerHdr(limited)...).failure(t, 400, control.ETextRequired)
 	used := int64(10_000_000)
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Used: &used})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	if r := ss.do("POST", speak, "", body, bearerHdr(limited)...); r.status != 402 {
 		t.Fatalf("want 402, got %d %s", r.status, r.body)
 	}
 	used = 0
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Used: &used})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	if r := ss.do("POST", speak, "", body, bearerHdr(limited)...); r.status != 200 {
 		t.Fatalf("after refusals: %d %s", r.status, r.body)
 	}
@@ -184,7 +184,7 @@ func TestTokenConcurrentUse(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{})
 	slots := 100
 	ss.store.UpdateWorkspace(t.Context(), ss.ws.ID, control.WorkspaceUpdate{Concurrency: &slots})
-	ss.srv.keys.reset()
+	ss.srv.core.ResetKeys()
 	tok := ss.mintToken(ss.key, nil)
 	codes := raceToken(t, ss.base+APIRoot+"/voices/"+ss.voice+"/speak", tok, 50)
 	if codes["200"] != 1 || codes["401 token_invalid"] != 49 {

@@ -184,7 +184,12 @@ func TestServiceUsableVoicesWithAliases(t *testing.T) {
 // cached). An alias should cost about what an id does.
 func BenchmarkVoiceLookup(b *testing.B) {
 	c := &core{store: newFakeStore(), meter: &fakeMeter{balance: 1}, lim: control.NewMemoryLimiter()}
-	c.svc = NewService(Deps{Store: c.store, Engine: &fakeEngine{}, Limiter: c.lim, Meter: c.meter})
+	svc, err := NewService(Deps{Store: c.store, Engine: &fakeEngine{}, Limiter: c.lim, Meter: c.meter})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	c.svc = svc
 	if _, err := c.store.SetVoiceAliases(context.Background(), wsOwn, voiceOwn, []string{"alloy"}); err != nil {
 		b.Fatal(err)
 	}

@@ -32,6 +32,8 @@ type Service struct {
 	hooks   Hooks
 	log     *slog.Logger
 	timeout time.Duration
+	keys    *keyCache
+	billing string // the server's default billing mode
 }
 
 // VoiceStore is where voices are read on a cache miss.
@@ -51,6 +53,7 @@ type VoiceLister interface {
 // aliases, and the one write of an access token's single use.
 type Store interface {
 	VoiceStore
+	KeyStore
 	VoiceLister
 	control.AliasService
 	// ConsumeToken marks an access token used; ETokenInvalid when another
@@ -87,15 +90,27 @@ type Deps struct {
 	// StoreTimeout bounds each limiter, meter and store call the core
 	// makes; 0: DefaultStoreTimeout.
 	StoreTimeout time.Duration
+	// Keys sizes the API-key cache; Billing is the server's default
+	// billing mode, which a workspace may override.
+	Keys    KeyCacheConfig
+	Billing string
 }
 
 // DefaultStoreTimeout bounds one store round trip of the core.
 const DefaultStoreTimeout = 5 * time.Second
 
-// NewService builds the core.
-func NewService(d Deps) *Service {
+// NewService builds the core; Close frees it.
+func NewService(d Deps) (*Service, error) {
 	s := &Service{store: d.Store, voices: d.Voices, engines: d.Engines, builtin: d.Engine,
-		limiter: d.Limiter, meter: d.Meter, hooks: d.Hooks, log: d.Logger, timeout: d.StoreTimeout}
+		limiter: d.Limiter, meter: d.Meter, hooks: d.Hooks, log: d.Logger, timeout: d.StoreTimeout,
+		billing: d.Billing}
+	if s.billing == "" {
+		s.billing = control.BillingEnforce
+	}
+	var err error
+	if s.keys, err = newKeyCache(d.Keys); err != nil {
+		return nil, err
+	}
 	if s.voices == nil {
 		s.voices = NewVoiceCache(30 * time.Second)
 	}
@@ -114,7 +129,7 @@ func NewService(d Deps) *Service {
 	if s.timeout <= 0 {
 		s.timeout = DefaultStoreTimeout
 	}
-	return s
+	return s, nil
 }
 
 // Engines is the registry the core renders with (nil without an engine).

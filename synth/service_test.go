@@ -137,6 +137,20 @@ func (f *fakeStore) WorkspaceAliases(_ context.Context, ws string) (map[string][
 	return maps.Clone(f.aliases[ws]), nil
 }
 
+// The fake has no keys or tokens: the credential tests use the real stores.
+func (f *fakeStore) GetAPIKeyByHash(context.Context, []byte) (*control.APIKey, error) {
+	return nil, control.Errorf(control.ENotFound, "no keys")
+}
+func (f *fakeStore) GetAPIKey(context.Context, string) (*control.APIKey, error) {
+	return nil, control.Errorf(control.ENotFound, "no keys")
+}
+func (f *fakeStore) GetWorkspace(context.Context, string) (*control.Workspace, error) {
+	return nil, control.Errorf(control.ENotFound, "no workspaces")
+}
+func (f *fakeStore) GetTokenByHash(context.Context, []byte) (*control.AccessToken, error) {
+	return nil, control.Errorf(control.ETokenInvalid, "no tokens")
+}
+
 func (f *fakeStore) ConsumeToken(_ context.Context, hash []byte, _ int64) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -230,7 +244,12 @@ type core struct {
 func newCore(t *testing.T, mode string, balance int64) *core {
 	t.Helper()
 	c := &core{store: newFakeStore(), meter: &fakeMeter{balance: balance}, lim: control.NewMemoryLimiter()}
-	c.svc = NewService(Deps{Store: c.store, Engine: &fakeEngine{mode: mode}, Limiter: c.lim, Meter: c.meter})
+	svc, err := NewService(Deps{Store: c.store, Engine: &fakeEngine{mode: mode}, Limiter: c.lim, Meter: c.meter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	c.svc = svc
 	return c
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package synth
 
 import (
 	"context"
@@ -32,19 +32,36 @@ type keyCache struct {
 	gen atomic.Uint64
 }
 
-func newKeyCache(cfg Config) (*keyCache, error) {
-	bc := bigcache.DefaultConfig(cfg.KeyCacheTTL)
+// KeyCacheConfig sizes the API-key cache: MB of memory; TTL, how long a
+// cached key is trusted even if the change feed stayed silent; NegativeTTL,
+// how long an unknown key is remembered as unknown.
+type KeyCacheConfig struct {
+	MB               int
+	TTL, NegativeTTL time.Duration
+}
+
+func newKeyCache(cfg KeyCacheConfig) (*keyCache, error) {
+	if cfg.MB <= 0 {
+		cfg.MB = 64
+	}
+	if cfg.TTL <= 0 {
+		cfg.TTL = 5 * time.Minute
+	}
+	if cfg.NegativeTTL <= 0 {
+		cfg.NegativeTTL = 2 * time.Second
+	}
+	bc := bigcache.DefaultConfig(cfg.TTL)
 	bc.Shards = 64
 	bc.MaxEntriesInWindow = 10_000
 	bc.MaxEntrySize = 256
-	bc.HardMaxCacheSize = cfg.KeyCacheMB
+	bc.HardMaxCacheSize = cfg.MB
 	bc.CleanWindow = time.Minute
 	bc.Verbose = false
 	c, err := bigcache.New(context.Background(), bc)
 	if err != nil {
 		return nil, err
 	}
-	return &keyCache{bc: c, ttl: cfg.KeyCacheTTL.Milliseconds(), negTTL: cfg.NegativeKeyTTL.Milliseconds()}, nil
+	return &keyCache{bc: c, ttl: cfg.TTL.Milliseconds(), negTTL: cfg.NegativeTTL.Milliseconds()}, nil
 }
 
 func (c *keyCache) reset() {
@@ -82,7 +99,7 @@ const (
 // lookup returns the principal of the key with this hash; nil when there is
 // no such key (or its workspace is gone); errUnauthorized when revoked and
 // errKeyExpired when expired.
-func (c *keyCache) lookup(store control.Store, hash *[32]byte, billing string) (*control.Principal, error) {
+func (c *keyCache) lookup(store KeyStore, hash *[32]byte, billing string) (*control.Principal, error) {
 	now := time.Now().UnixMilli()
 	live := c.live.Load()
 	if live {
@@ -109,7 +126,7 @@ func (c *keyCache) lookup(store control.Store, hash *[32]byte, billing string) (
 }
 
 // fetchKey reads a key and its workspace from the store as a record.
-func fetchKey(store control.Store, hash *[32]byte, billing string, now int64) ([]byte, error) {
+func fetchKey(store KeyStore, hash *[32]byte, billing string, now int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	h := append([]byte(nil), hash[:]...)
@@ -171,7 +188,7 @@ func encodeKey(k *control.APIKey, ws *control.Workspace, billing string, now int
 	return rec
 }
 
-var errCorrupt = errors.New("gateway: corrupt key cache record")
+var errCorrupt = errors.New("synth: corrupt key cache record")
 
 // decode turns a record into a principal. ok is false when the record is
 // too old to trust (or unreadable), meaning: ask the store. rec must be a
