@@ -35,10 +35,22 @@ case "$DB" in sqlite://*) dbfile=${DB#sqlite://} ;; esac
 # Credentials are only good for the store they were made in.
 if [ -f "$CRED" ] && [ -n "$dbfile" ] && [ ! -f "$dbfile" ]; then rm -f "$CRED"; fi
 
+# admin ARGS: voicesvc admin, whose stderr (the store it opened) is shown
+# only when it fails.
+admin() {
+  local out
+  if ! out=$("$BIN" admin "$@" 2>data/admin.err); then
+    cat data/admin.err >&2
+    exit 1
+  fi
+  rm -f data/admin.err
+  printf '%s\n' "$out"
+}
+
 if [ ! -f "$CRED" ]; then
-  ws=$("$BIN" admin workspace create --db "$DB" --name development --plan pro)
+  ws=$(admin workspace create --db "$DB" --name development --plan pro)
   ws_id=$(sed -E 's/.*"id":"([0-9a-f]{24})".*/\1/' <<<"$ws")
-  key=$("$BIN" admin key create --db "$DB" --workspace "$ws_id")
+  key=$(admin key create --db "$DB" --workspace "$ws_id")
   secret=$(sed -E 's/.*"key":"(vsk_[0-9A-Za-z]+)".*/\1/' <<<"$key")
   printf 'WORKSPACE=%s\nAPI_KEY=%s\n' "$ws_id" "$secret" >"$CRED"
   chmod 600 "$CRED"
