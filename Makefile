@@ -39,6 +39,7 @@ test-go:
 
 test-e2e: build
 	@if [ -f e2e/package.json ]; then \
+	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
