@@ -167,3 +167,25 @@ func TestComposeBuildsOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestBuildEmbedsEspeakLayout: make build and the image's build stage both
+// write the espeak history layout of the archive they link before building
+// the binary, which embeds it (the runtime stage has no libespeak-ng.a).
+func TestBuildEmbedsEspeakLayout(t *testing.T) {
+	for _, f := range []struct{ file, build string }{
+		{"Dockerfile", "go build -trimpath"},
+		{"../Makefile", "$(GO) build -o $(BIN)"},
+	} {
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layout, build := strings.Index(string(b), "go run ./cmd/espeak-layout"), strings.Index(string(b), f.build)
+		if f.file == "../Makefile" {
+			layout = strings.Index(string(b), "$(GO) run ./cmd/espeak-layout")
+		}
+		if layout < 0 || build < 0 || layout > build {
+			t.Errorf("%s: espeak-layout at %d, the build at %d: want the layout written before the build", f.file, layout, build)
+		}
+	}
+}
