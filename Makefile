@@ -13,7 +13,11 @@ DB      ?= sqlite://./data/voicesvc.db
 deps:
 	@bash scripts/deps.sh
 
+# espeak-layout first: it writes where the history variables of the
+# libespeak-ng.a being linked sit (engine/espeak/layouts/<its sha256>.json),
+# which the binary embeds, so that it needs no archive at run time.
 build: deps
+	$(GO) run ./cmd/espeak-layout
 	$(GO) build -o $(BIN) ./cmd/voicesvc
 
 # Builds, makes (or reuses) a development workspace and key in ./data, prints
@@ -39,6 +43,7 @@ test-go:
 
 test-e2e: build
 	@if [ -f e2e/package.json ]; then \
+	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 

@@ -79,9 +79,23 @@ func exportedSeries(t *testing.T) map[string][]string {
 
 // dashboard is the part of a Grafana dashboard the test reads.
 type dashboard struct {
-	UID    string  `json:"uid"`
-	Panels []panel `json:"panels"`
+	UID        string  `json:"uid"`
+	Panels     []panel `json:"panels"`
+	Templating struct {
+		List []struct {
+			Name       string `json:"name"`
+			Type       string `json:"type"`
+			Definition string `json:"definition"`
+		} `json:"list"`
+	} `json:"templating"`
 }
+
+// targetLabels are the labels Prometheus adds to every series it scrapes;
+// the dashboard's variables of the same names select the targets.
+var targetLabels = []string{"job", "instance"}
+
+// seriesUse: a series name with its matchers, if any.
+var seriesUse = regexp.MustCompile(`\b((?:voicesvc|process|go)_[a-zA-Z0-9_]+)\b(\{[^}]*\})?`)
 
 type panel struct {
 	Title   string `json:"title"`
@@ -114,6 +128,15 @@ func TestGrafanaDashboard(t *testing.T) {
 	}
 	if d.UID == "" {
 		t.Error("the dashboard has no uid")
+	}
+	vars := map[string]string{}
+	for _, v := range d.Templating.List {
+		vars[v.Name] = v.Type + " " + v.Definition
+	}
+	for _, l := range targetLabels {
+		if !strings.HasPrefix(vars[l], "query label_values(") || !strings.HasSuffix(vars[l], ", "+l+")") {
+			t.Errorf("the dashboard has no %s variable listing the %s label's values: %q", l, l, vars[l])
+		}
 	}
 	series := exportedSeries(t)
 	labelsOf := func(name string) ([]string, bool) {
@@ -161,8 +184,18 @@ func TestGrafanaDashboard(t *testing.T) {
 				l, _ := labelsOf(m[1])
 				for _, kv := range strings.Split(m[2], ",") {
 					name := strings.TrimSpace(strings.FieldsFunc(kv, func(r rune) bool { return strings.ContainsRune("=!~", r) })[0])
-					if !contains(l, name) {
+					if !contains(l, name) && !contains(targetLabels, name) {
 						t.Errorf("panel %q: %s has no label %q", p.Title, m[1], name)
+					}
+				}
+			}
+			// Every series is read from the targets the variables select:
+			// without it, a panel of process_ or go_ series mixes every
+			// job Prometheus scrapes.
+			for _, m := range seriesUse.FindAllStringSubmatch(tg.Expr, -1) {
+				for _, l := range targetLabels {
+					if !strings.Contains(m[2], l+`=~"$`+l+`"`) {
+						t.Errorf("panel %q: %s is not filtered by %s=~\"$%s\"", p.Title, m[1], l, l)
 					}
 				}
 			}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 // requireTool finds a command; CI must have it (scripts/deps.sh), a
@@ -118,5 +120,72 @@ func TestDockerfileRuntime(t *testing.T) {
 	if !strings.Contains(runtime, "espeak-ng-data") || !strings.Contains(runtime, "HEALTHCHECK") ||
 		!strings.Contains(runtime, "USER voicesvc") {
 		t.Errorf("runtime stage lacks espeak-ng-data, the health check or the non-root user")
+	}
+}
+
+// TestComposeBuildsOnce: of the compose file's voicesvc services, one
+// builds the image and the others run that same image without building or
+// pulling it (merge keys resolved, as compose reads them).
+func TestComposeBuildsOnce(t *testing.T) {
+	b, err := os.ReadFile("compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Services map[string]struct {
+			Image      string         `yaml:"image"`
+			Build      map[string]any `yaml:"build"`
+			PullPolicy string         `yaml:"pull_policy"`
+		} `yaml:"services"`
+	}
+	if err := yaml.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	var builders, runners []string
+	image := ""
+	for name, s := range f.Services {
+		if !strings.HasPrefix(name, "voicesvc") {
+			continue
+		}
+		if s.Build != nil {
+			builders = append(builders, name)
+			image = s.Image
+		} else {
+			runners = append(runners, name)
+		}
+	}
+	if len(builders) != 1 || image == "" {
+		t.Fatalf("services that build the image: %v (image %q), want one that names its image", builders, image)
+	}
+	if len(runners) == 0 {
+		t.Fatalf("no second voicesvc service")
+	}
+	for _, name := range runners {
+		s := f.Services[name]
+		if s.Image != image || s.PullPolicy != "never" {
+			t.Errorf("%s: image %q, pull_policy %q; want %s's image %q, pull_policy never", name, s.Image, s.PullPolicy, builders[0], image)
+		}
+	}
+}
+
+// TestBuildEmbedsEspeakLayout: make build and the image's build stage both
+// write the espeak history layout of the archive they link before building
+// the binary, which embeds it (the runtime stage has no libespeak-ng.a).
+func TestBuildEmbedsEspeakLayout(t *testing.T) {
+	for _, f := range []struct{ file, build string }{
+		{"Dockerfile", "go build -trimpath"},
+		{"../Makefile", "$(GO) build -o $(BIN)"},
+	} {
+		b, err := os.ReadFile(f.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		layout, build := strings.Index(string(b), "go run ./cmd/espeak-layout"), strings.Index(string(b), f.build)
+		if f.file == "../Makefile" {
+			layout = strings.Index(string(b), "$(GO) run ./cmd/espeak-layout")
+		}
+		if layout < 0 || build < 0 || layout > build {
+			t.Errorf("%s: espeak-layout at %d, the build at %d: want the layout written before the build", f.file, layout, build)
+		}
 	}
 }

@@ -3,22 +3,42 @@
 // the audio as it arrives, follows the words being spoken, and when the
 // user barges in, cancels and reads from the receipt what was heard.
 //
-//   VOICESVC_URL=http://127.0.0.1:8080 VOICESVC_KEY=vsk_... VOICESVC_VOICE=<voice id> \
-//     node examples/realtime-agent.mjs        (Node 22+; Node 20: add --experimental-websocket)
+// Run it (Node 20 or newer) against a server (`make run` prints a key and a
+// voice id):
 //
-// It needs nothing but a WebSocket and fetch, so the same code runs in a browser.
+//   npm ci --prefix examples      # once: the ws package, for Node 20's lack of WebSocket
+//   VOICESVC_URL=http://127.0.0.1:8080 VOICESVC_KEY=vsk_... VOICESVC_VOICE=<voice id> \
+//     node examples/realtime-agent.mjs
+//
+// It prints one JSON line: the receipt of the barge-in and what was heard.
+// It needs nothing but a WebSocket and fetch, so the same code runs in a
+// browser; Node 22 and newer have a WebSocket of their own and need no
+// install, Node 20 takes the one of the ws package (examples/package.json).
 
 const base = process.env.VOICESVC_URL ?? 'http://127.0.0.1:8080';
 const api = base + '/voice-svc/api/v1/public';
 const key = process.env.VOICESVC_KEY;
 const voice = process.env.VOICESVC_VOICE;
 const bargeInAfter = Number(process.env.BARGE_IN_AFTER_S ?? 1.5); // seconds of audio
+if (!key || !voice) {
+  console.error('set VOICESVC_KEY (an API key) and VOICESVC_VOICE (a ready voice id); see the top of this file');
+  process.exit(2);
+}
+const WebSocket = globalThis.WebSocket ?? (await import('ws').catch(() => ({}))).WebSocket;
+if (!WebSocket) {
+  console.error(`Node ${process.version} has no WebSocket: run \`npm ci --prefix examples\` once (the ws package), or use Node 22+`);
+  process.exit(2);
+}
 
 // 1. A single-use access token, so the socket never carries the API key
 //    (a browser gets it from its own backend the same way).
 const tok = await fetch(api + '/tokens', {
   method: 'POST', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' }, body: '{}',
 }).then((r) => r.json());
+if (!tok.data?.token) {
+  console.error('could not make an access token:', JSON.stringify(tok));
+  process.exit(1);
+}
 const ws = new WebSocket(api.replace(/^http/, 'ws') + '/stream', ['service.v1', tok.data.token]);
 ws.binaryType = 'arraybuffer';
 await new Promise((ok, fail) => { ws.onopen = ok; ws.onerror = fail; });

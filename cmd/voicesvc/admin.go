@@ -7,12 +7,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // adminCommand is one `voicesvc admin <noun> <verb>`: it defines its flags on
@@ -23,34 +26,75 @@ type adminCommand func(fs *flag.FlagSet) func(ctx context.Context, store control
 var adminCommands = map[string]adminCommand{
 	"workspace create": adminWorkspaceCreate,
 	"workspace update": adminWorkspaceUpdate,
+	"workspace list":   adminWorkspaceList,
 	"key create":       adminKeyCreate,
 	"key revoke":       adminKeyRevoke,
+	"key list":         adminKeyList,
+	"voice list":       adminVoiceList,
 	"login-link":       adminLoginLink,
 }
 
+const adminUsage = `usage: voicesvc admin <command> [flags]   (voicesvc admin <command> --help for its flags)
+
+commands (each prints one JSON object on stdout):
+  workspace create --name NAME [--plan PLAN]
+  workspace update --id ID [--plan P] [--billing B] [--credits N] ...
+  workspace list
+  key create --workspace ID [--scopes LIST] [--expires-in D]
+  key revoke --id KEY_ID
+  key list --workspace ID
+  voice list --workspace ID
+  login-link --workspace ID [--ttl D] [--base-url URL]
+
+Every command takes --db URL (else VOICESVC_DB, else sqlite://./data/voicesvc.db) and
+says on stderr which store it opened. A SQLite file that does not exist yet is created
+only by "workspace create" or with --create; any other command refuses it, so that a
+command run from the wrong directory does not answer from a new, empty store.
+`
+
 func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) < 1 {
-		fmt.Fprintln(stderr, "usage: voicesvc admin workspace create|update ... | key create|revoke ... | login-link ... [--db URL]")
+		fmt.Fprint(stderr, adminUsage)
 		return 2
+	}
+	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(stdout, adminUsage)
+		return 0
 	}
 	// Commands are a noun and a verb, except login-link, which is one word.
 	name, rest := args[0], args[1:]
-	if _, ok := adminCommands[name]; !ok && len(args) >= 2 {
+	if _, ok := adminCommands[name]; !ok && len(args) >= 2 && !strings.HasPrefix(args[1], "-") {
 		name, rest = args[0]+" "+args[1], args[2:]
 	}
 	cmd, ok := adminCommands[name]
 	if !ok {
-		fmt.Fprintf(stderr, "voicesvc admin: unknown command %q\n", name)
+		fmt.Fprintf(stderr, "voicesvc admin: unknown command %q\n%s", name, adminUsage)
 		return 2
 	}
 	fs := flag.NewFlagSet("voicesvc admin "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	db := fs.String("db", "", "store URL (sqlite://PATH or postgres://...); env VOICESVC_DB")
+	create := fs.Bool("create", name == "workspace create", "create the SQLite file when it does not exist")
 	exec := cmd(fs)
 	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		return 2
 	}
-	store, err := openStore(ctx, dbURL(*db), defaultStoreTimeout)
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "voicesvc admin %s: unexpected argument %q\n", name, fs.Arg(0))
+		return 2
+	}
+	url := dbURL(*db)
+	where, err := adminStoreCheck(url, *create)
+	if err != nil {
+		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "voicesvc admin: store %s\n", where)
+	store, err := openStore(ctx, url, defaultStoreTimeout)
 	if err != nil {
 		fmt.Fprintf(stderr, "voicesvc admin %s: %v\n", name, err)
 		return 1
@@ -66,6 +110,142 @@ func runAdmin(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return 1
 	}
 	return 0
+}
+
+// adminStoreCheck says which store url names, for the line on stderr, and
+// refuses a SQLite file that does not exist unless create is set.
+func adminStoreCheck(url string, create bool) (string, error) {
+	path, ok := strings.CutPrefix(url, "sqlite://")
+	if !ok {
+		return redactDSN(url), nil
+	}
+	abs := path
+	if a, err := filepath.Abs(path); err == nil {
+		abs = a
+	}
+	if _, err := os.Stat(path); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("--db %s: %v", url, err)
+		}
+		if !create {
+			return "", fmt.Errorf("no store at %s (--db %s): give --db (or VOICESVC_DB) the server's store, "+
+				"or --create to make a new, empty one", abs, url)
+		}
+		return "sqlite://" + abs + " (new)", nil
+	}
+	return "sqlite://" + abs, nil
+}
+
+// workspaceLister is a store that lists every workspace (SQLite and
+// Postgres do; the admin CLI alone needs it).
+type workspaceLister interface {
+	ListWorkspaces(ctx context.Context) ([]*control.Workspace, error)
+}
+
+func adminWorkspaceList(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	return func(ctx context.Context, store control.Store) (any, error) {
+		l, ok := store.(workspaceLister)
+		if !ok {
+			return nil, errors.New("this store cannot list workspaces")
+		}
+		ws, err := l.ListWorkspaces(ctx)
+		if err != nil {
+			return nil, err
+		}
+		type item struct {
+			ID        string `json:"id"`
+			Name      string `json:"name"`
+			Plan      string `json:"plan"`
+			Billing   string `json:"billing,omitempty"`
+			CreatedAt int64  `json:"created_at"`
+		}
+		out := []item{}
+		for _, w := range ws {
+			if w.ID == synth.CatalogWorkspaceID {
+				continue // holds the public catalog voices, not a customer's
+			}
+			out = append(out, item{w.ID, w.Name, w.Plan, w.Billing, w.CreatedAt})
+		}
+		return map[string]any{"workspaces": out}, nil
+	}
+}
+
+func adminKeyList(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	ws := fs.String("workspace", "", "workspace id (required)")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *ws == "" {
+			return nil, errors.New("--workspace is required")
+		}
+		if _, err := store.GetWorkspace(ctx, *ws); err != nil {
+			return nil, err
+		}
+		keys, err := store.ListAPIKeys(ctx, *ws)
+		if err != nil {
+			return nil, err
+		}
+		type item struct {
+			ID        string   `json:"id"`
+			Name      string   `json:"name,omitempty"`
+			Scopes    []string `json:"scopes"`
+			Legacy    bool     `json:"legacy,omitempty"`
+			ExpiresAt any      `json:"expires_at"`
+			RevokedAt any      `json:"revoked_at"`
+			CreatedAt int64    `json:"created_at"`
+		}
+		orNull := func(ms int64) any {
+			if ms == 0 {
+				return nil
+			}
+			return ms
+		}
+		out := []item{}
+		for _, k := range keys { // never the secret or its hash
+			out = append(out, item{k.ID, k.Name, control.NonNil(k.Scopes), k.Legacy, orNull(k.ExpiresAt),
+				orNull(k.RevokedAt), k.CreatedAt})
+		}
+		return map[string]any{"keys": out}, nil
+	}
+}
+
+func adminVoiceList(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
+	ws := fs.String("workspace", "", "workspace id (required)")
+	return func(ctx context.Context, store control.Store) (any, error) {
+		if *ws == "" {
+			return nil, errors.New("--workspace is required")
+		}
+		if _, err := store.GetWorkspace(ctx, *ws); err != nil {
+			return nil, err
+		}
+		type item struct {
+			ID          string `json:"id"`
+			Name        string `json:"name"`
+			Status      string `json:"status"`
+			CloneMethod string `json:"clone_method"`
+			Visibility  string `json:"visibility"`
+			Language    string `json:"primary_language"`
+			CreatedAt   int64  `json:"created_at"`
+		}
+		out := []item{}
+		// The workspace's own voices come first in every listing; the
+		// public catalog voices after them are left out.
+		for page := 1; ; page++ {
+			vs, _, err := store.ListVoices(ctx, control.VoiceFilter{WorkspaceID: *ws, Page: page, PageSize: 100})
+			if err != nil {
+				return nil, err
+			}
+			own := 0
+			for _, v := range vs {
+				if v.OrgID == *ws {
+					own++
+					out = append(out, item{v.ID, v.Name, v.Status, v.CloneMethod, v.Visibility, v.PrimaryLanguage, v.CreatedAt})
+				}
+			}
+			if own < len(vs) || len(vs) < 100 {
+				break
+			}
+		}
+		return map[string]any{"voices": out}, nil
+	}
 }
 
 type workspaceJSON struct {

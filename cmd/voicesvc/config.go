@@ -2,6 +2,7 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,6 +47,9 @@ type serveConfig struct {
 	// the upstream engines it lists, beside the built-in one.
 	ConfigFile string
 	Engines    []upstream.Config
+	// fileLines: for each flag the file set, "FILE:LINE: key", to say
+	// where a value validate refuses came from.
+	fileLines map[string]string
 }
 
 func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
@@ -78,8 +82,8 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 		return c, err
 	}
 	// Precedence: flag, then environment, then the file, then the default.
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	set, fromFlag := map[string]bool{}, map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name], fromFlag[f.Name] = true, true })
 	for name, variable := range serveEnv {
 		if _, ok := os.LookupEnv(variable); ok {
 			set[name] = true
@@ -93,7 +97,7 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 			return c, err
 		}
 	}
-	return c, c.validate()
+	return c, c.where(c.validate(), fromFlag)
 }
 
 // serveEnv names the environment fallback of each flag.
@@ -137,32 +141,61 @@ const maxEngineLag = 250 * time.Millisecond
 func (c serveConfig) validate() error {
 	switch {
 	case !control.ValidBilling(c.Billing):
-		return fmt.Errorf("--billing %q: want off, meter or enforce", c.Billing)
+		return badSetting("billing", fmt.Sprintf("%q", c.Billing), "want off, meter or enforce")
 	case c.Engine != "espeak" && c.Engine != "reference":
-		return fmt.Errorf("--engine %q: want espeak or reference", c.Engine)
+		return badSetting("engine", fmt.Sprintf("%q", c.Engine), "want espeak or reference")
 	case c.Workers < 0 || c.Workers > 256:
-		return fmt.Errorf("--engine-workers %d: want 0-256", c.Workers)
+		return badSetting("engine-workers", fmt.Sprint(c.Workers), "want 0-256")
 	case c.QueueDepth < 1:
-		return fmt.Errorf("--engine-queue %d: want at least 1", c.QueueDepth)
+		return badSetting("engine-queue", fmt.Sprint(c.QueueDepth), "want at least 1")
 	case c.MaxLag < 0 || c.MaxLag > maxEngineLag:
-		return fmt.Errorf("--engine-max-lag %v: want 0 (off) to %v", c.MaxLag, maxEngineLag)
+		return badSetting("engine-max-lag", c.MaxLag.String(), fmt.Sprintf("want 0 (off) to %v", maxEngineLag))
 	case c.ReferenceRTF < 0:
-		return fmt.Errorf("--reference-rtf %g: want 0 or more", c.ReferenceRTF)
+		return badSetting("reference-rtf", fmt.Sprintf("%g", c.ReferenceRTF), "want 0 or more")
 	case c.StoreTimeout <= 0 || c.StoreTimeout > maxStoreTimeout:
-		return fmt.Errorf("--store-timeout %v: want more than 0, at most %v", c.StoreTimeout, maxStoreTimeout)
+		return badSetting("store-timeout", c.StoreTimeout.String(), fmt.Sprintf("want more than 0, at most %v", maxStoreTimeout))
 	case c.IdleTimeout <= 0:
-		return fmt.Errorf("--ws-idle-timeout must be positive")
+		return badSetting("ws-idle-timeout", c.IdleTimeout.String(), "must be positive")
 	case c.MaxConns < 0:
-		return fmt.Errorf("--max-conns %d: want 0 (automatic) or more", c.MaxConns)
+		return badSetting("max-conns", fmt.Sprint(c.MaxConns), "want 0 (automatic) or more")
 	case c.LogFormat != "text" && c.LogFormat != "json":
-		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+		return badSetting("log-format", fmt.Sprintf("%q", c.LogFormat), "want text or json")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
-		return fmt.Errorf("--tls-cert and --tls-key go together")
+		return badSetting("tls-key", fmt.Sprintf("%q", c.TLSKey), "--tls-cert and --tls-key go together")
 	}
 	if c.TLSCert != "" {
 		if _, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey); err != nil {
-			return fmt.Errorf("--tls-cert/--tls-key: %v", err)
+			return badSetting("tls-cert", fmt.Sprintf("%q", c.TLSCert), err.Error())
 		}
 	}
 	return nil
+}
+
+// settingError is a value validate refuses: flag names the setting, value
+// is the value as shown. It reads as a flag error ("--billing "maybe":
+// want ..."); parseServeConfig says where the value came from when that was
+// the environment or the file.
+type settingError struct{ flag, value, reason string }
+
+func badSetting(flag, value, reason string) error { return &settingError{flag, value, reason} }
+
+func (e *settingError) Error() string { return fmt.Sprintf("--%s %s: %s", e.flag, e.value, e.reason) }
+
+// where rewrites a settingError for a value that came from the environment
+// (VOICESVC_BILLING="maybe": ...) or the file (voicesvc.yaml:7: billing
+// "maybe": ...); any other error is returned as it is.
+func (c serveConfig) where(err error, fromFlag map[string]bool) error {
+	var se *settingError
+	if !errors.As(err, &se) || fromFlag[se.flag] {
+		return err
+	}
+	if v, ok := serveEnv[se.flag]; ok {
+		if raw, ok := os.LookupEnv(v); ok {
+			return fmt.Errorf("%s=%q: %s", v, raw, se.reason)
+		}
+	}
+	if at, ok := c.fileLines[se.flag]; ok {
+		return fmt.Errorf("%s %s: %s", at, se.value, se.reason)
+	}
+	return err
 }

@@ -100,6 +100,10 @@ func applyConfigFile(path string, fs *flag.FlagSet, skip map[string]bool, c *ser
 		if err := fs.Set(key, v.Value); err != nil {
 			return configError(path, v, "%s: %v", k.Value, err)
 		}
+		if c.fileLines == nil {
+			c.fileLines = map[string]string{}
+		}
+		c.fileLines[key] = fmt.Sprintf("%s:%d: %s", path, v.Line, k.Value)
 	}
 	return nil
 }

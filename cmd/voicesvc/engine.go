@@ -23,13 +23,14 @@ import (
 // engine-worker`) behind the pool; with --engine-workers 0 one in-process
 // worker serves. The reference engine costs nothing and is safe for
 // concurrent use: it runs without the pool, so its pacing never holds a
-// worker and what is measured is the gateway alone.
+// worker and what is measured is the gateway alone; engine.Metered gives it
+// the voicesvc_engine_* series the pool would have.
 func newEngine(cfg serveConfig, logger *slog.Logger) (engine.Engine, func(), error) {
 	switch cfg.Engine {
 	case "reference":
 		// Every consumer in the server encodes or copies a chunk's samples
 		// in its emit (as for the pool below), so they are reused.
-		return engine.Recycled(reference.New(reference.Options{RTF: cfg.ReferenceRTF})), func() {}, nil
+		return engine.Metered(engine.Recycled(reference.New(reference.Options{RTF: cfg.ReferenceRTF}))), func() {}, nil
 	case "espeak":
 		local, err := espeak.New()
 		if err != nil {

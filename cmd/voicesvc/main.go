@@ -9,6 +9,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -34,6 +36,7 @@ commands:
   admin           manage workspaces and API keys (JSON on stdout)
   engine-worker   a synthesis worker subprocess (started by serve)
   bench           load-test a running server and write a report
+  version         print the version, commit and Go version
 `
 
 // run dispatches a command and returns the process exit code.
@@ -51,10 +54,51 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runEngineWorker(stdin, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, versionString())
+		return 0
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	fmt.Fprintf(stderr, "voicesvc: unknown command %q\n%s", args[0], usage)
 	return 2
+}
+
+// version is the release, set at build time with
+// -ldflags "-X main.version=v1.2.3"; else the module's version from the
+// build information ("(devel)" for a build from a checkout).
+var version = ""
+
+// versionString is `voicesvc version`: the version, then the commit (and
+// "dirty" for uncommitted changes) and the Go version, from the build
+// information the go command embeds.
+func versionString() string {
+	v, extra := version, []string{}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if v == "" {
+			v = bi.Main.Version
+		}
+		settings := map[string]string{}
+		for _, s := range bi.Settings {
+			settings[s.Key] = s.Value
+		}
+		if r := settings["vcs.revision"]; r != "" {
+			if len(r) > 12 {
+				r = r[:12]
+			}
+			if settings["vcs.modified"] == "true" {
+				r += "-dirty"
+			}
+			extra = append(extra, "commit "+r)
+		}
+		if t := settings["vcs.time"]; t != "" {
+			extra = append(extra, t)
+		}
+		extra = append(extra, bi.GoVersion)
+	}
+	if v == "" {
+		v = "(devel)"
+	}
+	return "voicesvc " + v + " (" + strings.Join(extra, ", ") + ")"
 }

@@ -202,3 +202,24 @@ func (db *DB) ConsumeToken(ctx context.Context, hash []byte, now int64) (err err
 	}
 	return nil
 }
+
+// ListWorkspaces returns every workspace, oldest first (voicesvc admin
+// workspace list).
+func (db *DB) ListWorkspaces(ctx context.Context) (_ []*control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	rows, err := db.pool.Query(ctx, `SELECT `+workspaceCols+` FROM workspaces ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list workspaces: %w", err)
+	}
+	defer rows.Close()
+	out := []*control.Workspace{}
+	for rows.Next() {
+		w, err := scanWorkspace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: list workspaces: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}

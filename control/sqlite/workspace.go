@@ -274,3 +274,24 @@ func intPtr(v sql.NullInt64) *int {
 	}
 	return ptr(int(v.Int64))
 }
+
+// ListWorkspaces returns every workspace, oldest first (voicesvc admin
+// workspace list).
+func (db *DB) ListWorkspaces(ctx context.Context) (_ []*control.Workspace, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	rows, err := db.read.QueryContext(ctx, `SELECT `+workspaceCols+` FROM workspaces ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list workspaces: %w", err)
+	}
+	defer rows.Close()
+	out := []*control.Workspace{}
+	for rows.Next() {
+		w, err := scanWorkspace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: list workspaces: %w", err)
+		}
+		out = append(out, w)
+	}
+	return out, rows.Err()
+}

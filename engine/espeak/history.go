@@ -2,12 +2,15 @@ package espeak
 
 import (
 	"bytes"
-	"debug/elf"
+	"embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"strconv"
 	"strings"
+
+	"voicesvc/engine/espeak/layout"
 )
 
 // espeak-ng keeps state from one synthesis to the next that no API call
@@ -28,197 +31,136 @@ import (
 //     (breath resonator memory), and the resume flags WavegenFill2 leaves
 //     set when a synthesis is aborted mid-command.
 //
-// These are the variables listed here. libespeak-ng is linked statically
-// (cgo.go), so they live in this executable. The static ones are not
-// visible to C, so New reads their offsets from the symbol tables of
-// libespeak-ng.a's objects: an object's .data and .bss are each linked as
-// one block, so a static variable sits at a fixed distance from a global
-// variable of the same section, whose address C knows. New records their
-// values right after the first initialization, and every sentence starts
-// by restoring them (vs_synth): a ~52 KB memcpy. Everything else in
-// wavegen is set from the voice or re-derived at the start of each
-// utterance. (Two more leaks are closed in espeak.go: espeakVOLUME is
-// never set, and embedded commands are kept out of the text.)
-var historyVars = []struct {
-	object string // libespeak-ng.a member whose name contains this
-	name   string // symbol name, before the compiler's ".N" suffix
-}{
-	{"wavegen", "cycle_count"},
-	{"wavegen", "Flutter_ix"},
-	{"wavegen", "agc"},
-	{"wavegen", "rbreath"},
-	{"wavegen", "resume"},
-	{"wavegen", "echo_complete"},
-	{"wavegen", "echo_buf"},
-	{"synthesize", "phoneme_list"},
-}
+// These are the variables of layout.Vars. libespeak-ng is linked
+// statically (cgo.go), so they live in this executable. The static ones are
+// not visible to C, but an object's .data and .bss are each linked as one
+// block, so a static variable sits at a fixed distance from a global
+// variable of the same section, whose address C knows (layout.Anchors).
+// Those distances come from the symbol tables of libespeak-ng.a's objects
+// (package layout): at build time, from the archive the build links (make
+// build and the Dockerfile run cmd/espeak-layout, which writes
+// layouts/<archive sha256>.json, embedded here), else at run time from the
+// archive on this machine. A layout is used only when constant tables read
+// the same in memory as in the archive it came from. New records the
+// variables' values right after the first initialization, and every
+// sentence starts by restoring them (vs_synth): a ~52 KB memcpy.
+// Everything else in wavegen is set from the voice or re-derived at the
+// start of each utterance. (Two more leaks are closed in espeak.go:
+// espeakVOLUME is never set, and embedded commands are kept out of the
+// text.)
 
-// Globals whose run-time address C gives (globalAddr), per object.
-var historyAnchors = map[string][]string{
-	"wavegen":    {"echo_buf", "embedded_default"},
-	"synthesize": {"phoneme_list"},
-}
+//go:embed layouts
+var layoutFiles embed.FS
 
-// archivePaths: where the libespeak-ng.a that cgo.go links is found.
-var archivePaths = []string{
-	"/usr/lib/x86_64-linux-gnu/libespeak-ng.a",
-	"/usr/lib/aarch64-linux-gnu/libespeak-ng.a",
-	"/usr/lib/libespeak-ng.a",
-	"/usr/local/lib/libespeak-ng.a",
-	"/usr/lib64/libespeak-ng.a",
-}
+// archiveEnv, when set, is the only libespeak-ng.a read at run time (when
+// no embedded layout fits this binary) instead of layout.Paths.
+const archiveEnv = "VOICESVC_ESPEAK_ARCHIVE"
+
+// useEmbeddedLayouts is false only in a test that reads the archive alone.
+var useEmbeddedLayouts = true
 
 // errNoHistory: the history variables could not be located; synthesis
 // still works, but a sentence's audio may then depend on what was
 // rendered before it.
 var errNoHistory = errors.New("espeak: libespeak-ng history state not located")
 
-// findHistory locates historyVars and registers them with the C side.
-// Call it once, right after the first espeak_Initialize.
+// findHistory locates the history variables and registers them with the C
+// side: from an embedded layout that fits this binary, else from the
+// archive. Call it once, right after the first espeak_Initialize.
 func findHistory() error {
-	var members map[string][]byte
-	var err error
-	for _, p := range archivePaths {
-		if members, err = readArchive(p); err == nil {
+	var reasons []string
+	var embedded []layout.Layout
+	if useEmbeddedLayouts {
+		embedded = embeddedLayouts(&reasons)
+	}
+	for _, l := range embedded {
+		err := applyLayout(l)
+		if err == nil {
+			return nil
+		}
+		reasons = append(reasons, fmt.Sprintf("embedded layout %.12s: %v", l.Archive, err))
+	}
+	paths := layout.Paths
+	if p := os.Getenv(archiveEnv); p != "" {
+		paths = []string{p}
+	}
+	var l layout.Layout
+	err := fmt.Errorf("no libespeak-ng.a in %v", paths)
+	for _, p := range paths {
+		if _, serr := os.Stat(p); serr != nil && len(paths) > 1 {
+			continue
+		}
+		if l, err = layout.Compute(p); err == nil {
 			break
 		}
 	}
-	if members == nil {
-		return fmt.Errorf("%w: libespeak-ng.a: %v", errNoHistory, err)
-	}
-	type region struct {
-		addr uintptr
-		size uint64
-	}
-	var regions []region
-	for object, anchors := range historyAnchors {
-		var data []byte
-		for name, b := range members {
-			if strings.Contains(name, object) {
-				if data != nil {
-					return fmt.Errorf("%w: two %s objects", errNoHistory, object)
-				}
-				data = b
-			}
+	if err == nil {
+		if err = applyLayout(l); err == nil {
+			return nil
 		}
-		if data == nil {
-			return fmt.Errorf("%w: no %s object", errNoHistory, object)
+	}
+	reasons = append(reasons, "libespeak-ng.a: "+err.Error())
+	return fmt.Errorf("%w: %s", errNoHistory, strings.Join(reasons, "; "))
+}
+
+// embeddedLayouts decodes layouts/*.json; a file that does not decode is
+// a reason, not a layout.
+func embeddedLayouts(reasons *[]string) []layout.Layout {
+	var out []layout.Layout
+	entries, _ := fs.ReadDir(layoutFiles, "layouts")
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") {
+			continue
 		}
-		f, err := elf.NewFile(bytes.NewReader(data))
+		b, err := layoutFiles.ReadFile("layouts/" + e.Name())
+		var l layout.Layout
+		if err == nil {
+			err = json.Unmarshal(b, &l)
+		}
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", errNoHistory, object, err)
+			*reasons = append(*reasons, fmt.Sprintf("layouts/%s: %v", e.Name(), err))
+			continue
 		}
-		syms, err := f.Symbols()
+		out = append(out, l)
+	}
+	return out
+}
+
+// applyLayout checks l against this binary's memory (its constant tables
+// must read as in the archive it came from) and only then registers its
+// regions.
+func applyLayout(l layout.Layout) error {
+	addr := func(anchor string, off int64) (uintptr, error) {
+		a := globalAddr(anchor)
+		if a == 0 || off < -layout.MaxOffset || off > layout.MaxOffset {
+			return 0, fmt.Errorf("bad anchor %s%+d", anchor, off)
+		}
+		return uintptr(int64(a) + off), nil
+	}
+	if len(l.Checks) == 0 || len(l.Regions) != len(layout.Vars) {
+		return errors.New("incomplete layout")
+	}
+	for _, c := range l.Checks {
+		a, err := addr(c.Anchor, c.Offset)
 		if err != nil {
-			return fmt.Errorf("%w: %s: %v", errNoHistory, object, err)
+			return err
 		}
-		// base[section] = run-time address of the section's start.
-		base := map[elf.SectionIndex]uintptr{}
-		for _, a := range anchors {
-			for _, s := range syms {
-				if s.Name == a && elf.ST_BIND(s.Info) == elf.STB_GLOBAL && elf.ST_TYPE(s.Info) == elf.STT_OBJECT {
-					base[s.Section] = globalAddr(a) - uintptr(s.Value)
-				}
-			}
-		}
-		if a, ok := base[elf.SectionIndex(0)]; ok || len(base) != len(anchors) {
-			return fmt.Errorf("%w: %s anchors %v", errNoHistory, object, a)
-		}
-		// Constant tables must read the same in memory as in the archive,
-		// or the link is not the one described here.
-		if object == "wavegen" {
-			for _, name := range []string{"embedded_default", "pk_shape2"} {
-				if err := checkData(f, syms, base, name); err != nil {
-					return fmt.Errorf("%w: %v", errNoHistory, err)
-				}
-			}
-		}
-		for _, v := range historyVars {
-			if v.object != object {
-				continue
-			}
-			var hit *elf.Symbol
-			for i, s := range syms {
-				if elf.ST_TYPE(s.Info) == elf.STT_OBJECT && (s.Name == v.name || strings.HasPrefix(s.Name, v.name+".")) {
-					if hit != nil {
-						return fmt.Errorf("%w: %s found twice", errNoHistory, v.name)
-					}
-					hit = &syms[i]
-				}
-			}
-			if hit == nil || hit.Size == 0 {
-				return fmt.Errorf("%w: %s missing", errNoHistory, v.name)
-			}
-			b, ok := base[hit.Section]
-			if !ok {
-				return fmt.Errorf("%w: no anchor for %s", errNoHistory, v.name)
-			}
-			regions = append(regions, region{b + uintptr(hit.Value), hit.Size})
+		if !bytes.Equal(memBytes(a, uint64(len(c.Data))), c.Data) {
+			return fmt.Errorf("%s differs from libespeak-ng.a", c.Name)
 		}
 	}
-	for _, r := range regions {
-		if err := addHistoryRegion(r.addr, r.size); err != nil {
+	regions := make([]uintptr, len(l.Regions))
+	for i, r := range l.Regions {
+		a, err := addr(r.Anchor, r.Offset)
+		if err != nil {
+			return err
+		}
+		regions[i] = a
+	}
+	for i, r := range l.Regions {
+		if err := addHistoryRegion(regions[i], r.Size); err != nil {
 			return err
 		}
 	}
 	return nil
-}
-
-// checkData compares the initial bytes of the .data variable name in the
-// object with its bytes in memory, at the address derived from base.
-func checkData(f *elf.File, syms []elf.Symbol, base map[elf.SectionIndex]uintptr, name string) error {
-	for _, s := range syms {
-		if s.Name != name {
-			continue
-		}
-		b, err := f.Sections[s.Section].Data()
-		addr, ok := base[s.Section]
-		if err != nil || !ok || s.Value+s.Size > uint64(len(b)) {
-			return fmt.Errorf("%s: no data", name)
-		}
-		if !bytes.Equal(memBytes(addr+uintptr(s.Value), s.Size), b[s.Value:s.Value+s.Size]) {
-			return fmt.Errorf("%s differs from libespeak-ng.a", name)
-		}
-		return nil
-	}
-	return fmt.Errorf("%s missing", name)
-}
-
-// readArchive returns the members of a Unix ar archive by name.
-func readArchive(path string) (map[string][]byte, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	if !bytes.HasPrefix(b, []byte("!<arch>\n")) {
-		return nil, fmt.Errorf("%s: not an ar archive", path)
-	}
-	out := map[string][]byte{}
-	var longNames []byte
-	for off := 8; off+60 <= len(b); {
-		hdr := b[off : off+60]
-		size, err := strconv.Atoi(strings.TrimSpace(string(hdr[48:58])))
-		if err != nil || off+60+size > len(b) {
-			return nil, fmt.Errorf("%s: bad member header", path)
-		}
-		name := strings.TrimSpace(string(hdr[0:16]))
-		data := b[off+60 : off+60+size]
-		switch {
-		case name == "//":
-			longNames = data
-		case name == "/" || name == "/SYM64/":
-		case strings.HasPrefix(name, "/"):
-			if n, err := strconv.Atoi(name[1:]); err == nil && n < len(longNames) {
-				name = string(longNames[n:])
-				if end := strings.Index(name, "/\n"); end >= 0 {
-					name = name[:end]
-				}
-			}
-			out[name] = data
-		default:
-			out[strings.TrimSuffix(name, "/")] = data
-		}
-		off += 60 + size + size%2
-	}
-	return out, nil
 }
