@@ -6,7 +6,7 @@
 // Engine per process and it renders one sentence at a time; the pool in
 // package engine gets parallelism from subprocess workers.
 //
-// Parameters: Speed is an exact multiplier from MinSpeed to MaxSpeed
+// Parameters: Speed is an exact multiplier from engine.MinSpeed to MaxSpeed
 // (clamped there): espeak-ng speaks at the profile's rate (espeakRATE,
 // words per minute, clamped to 80-450) and libsonic time-stretches the
 // audio by Speed, word starts with it (stretch.go); Pitch shifts the profile's pitch line by
@@ -186,7 +186,7 @@ func (e *Engine) resolve(req engine.Request) (setup, Profile, error) {
 	}
 	s.rate = min(max(s.rate, minRate), maxRate)
 	if sp := req.Params.Speed; sp > 0 {
-		s.speed = min(max(sp, MinSpeed), MaxSpeed)
+		s.speed = min(max(sp, engine.MinSpeed), engine.MaxSpeed)
 	}
 	if p.Range > 0 {
 		s.rng = p.Range

@@ -16,13 +16,6 @@ import (
 	"voicesvc/engine"
 )
 
-// Speed range the engine honours (engine.Params.Speed): the API's speed
-// 0.25-4 and the WebSocket's length_scale 0.2-5.
-const (
-	MinSpeed = 0.2
-	MaxSpeed = 5.0
-)
-
 var errNoMemory = errors.New("espeak: time-stretch: out of memory")
 
 // stretcher time-stretches one request's chunks by speed with libsonic
@@ -72,7 +65,7 @@ func newStretcher(speed float64, rate int, emit func(engine.Chunk) error) *stret
 	if speed <= 0 || math.Abs(speed-1) < 1e-9 {
 		return nil
 	}
-	speed = min(max(speed, MinSpeed), MaxSpeed)
+	speed = min(max(speed, engine.MinSpeed), engine.MaxSpeed)
 	n := 1
 	if speed < 0.5 {
 		n = int(math.Ceil(math.Log(speed)/math.Log(0.5) - 1e-9))
