@@ -37,13 +37,24 @@ type CatalogVoice struct {
 // Params are the per-request synthesis parameters, already validated and
 // merged with the voice's settings. Zero values mean "engine default".
 type Params struct {
-	Speed          float64  // rate multiplier (length_scale is its inverse)
+	// Speed is a rate multiplier (length_scale is its inverse): the
+	// built-in engines honour it exactly from MinSpeed to MaxSpeed and
+	// clamp it there; the audio lasts 1/Speed of its length at 1, every
+	// word starting at its start at 1 over Speed.
+	Speed          float64
 	Pitch          float64  // semitones relative to the profile
 	Volume         float64  // gain, 1 = unchanged
 	Expressiveness *float64 // 0-1: pitch range
 	NumStep        int      // recorded; engines without steps ignore it
 	GuidanceScale  float64  // recorded; engines without guidance ignore it
 }
+
+// The range of Params.Speed the built-in engines honour: the API's speed
+// 0.25-4 and the WebSocket's length_scale 0.2-5.
+const (
+	MinSpeed = 0.2
+	MaxSpeed = 5.0
+)
 
 // Request is one synthesis. Text is a single sentence or a longer text that
 // the pool segments.

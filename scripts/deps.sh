@@ -8,6 +8,7 @@ set -euo pipefail
 pkgs=(
   pkg-config gcc
   libespeak-ng-dev espeak-ng espeak-ng-data   # the embedded engine
+  libsonic-dev                                # its time-stretching (speed)
   libopus-dev libopusfile-dev opus-tools      # Opus encode, Ogg Opus clips
   libmp3lame-dev lame                         # MP3 encode, MP3 test clips
   libflac-dev                                 # FLAC encode (compat response_format flac)

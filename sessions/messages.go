@@ -157,7 +157,9 @@ func parseStart(f *synth.Fields, defaultIdleFlush time.Duration, languages []str
 		if v == 0 {
 			return nil, invalid(id, "field length_scale must be greater than 0 and at most 5")
 		}
-		speed := 1 / v // length_scale is a duration factor
+		// length_scale is a duration factor, honoured from 0.2 (speed 5,
+		// the engines' fastest); below that it is clamped to 0.2.
+		speed := 1 / max(v, 0.2)
 		p.opts.Speed = &speed
 	}
 	if v, ok, err := synth.Integer("idle_flush_ms", f.IdleFlushMS); err != nil {

@@ -53,7 +53,13 @@ func median(d []time.Duration) time.Duration {
 // whole rendering in multiples of real time.
 func firstChunk(b *testing.B, e engine.Engine) {
 	b.Helper()
-	req := engine.Request{Text: tenWords, Language: "en-US"}
+	firstChunkAt(b, e, 0)
+}
+
+// firstChunkAt is firstChunk at a speed (0: the default).
+func firstChunkAt(b *testing.B, e engine.Engine, speed float64) {
+	b.Helper()
+	req := engine.Request{Text: tenWords, Language: "en-US", Params: engine.Params{Speed: speed}}
 	var firsts []time.Duration
 	var audio, wall time.Duration
 	b.ResetTimer()
@@ -84,6 +90,22 @@ func firstChunk(b *testing.B, e engine.Engine) {
 // callback plus the one buffer held back to mark Last).
 func BenchmarkEngine(b *testing.B) {
 	firstChunk(b, mustNew(b))
+}
+
+// BenchmarkEngineSpeed: the first chunk and the rendering speed across
+// the speed range (time-stretched but at 1: stretch.go), in the eager mode
+// the gateway's own process uses and in the workers' default.
+func BenchmarkEngineSpeed(b *testing.B) {
+	e := mustNew(b)
+	for _, eager := range []bool{true, false} {
+		for _, speed := range []float64{1, 0.25, 0.5, 2, 4} {
+			b.Run(fmt.Sprintf("eager=%v/speed=%g", eager, speed), func(b *testing.B) {
+				e.SetEagerFirstChunk(eager)
+				defer e.SetEagerFirstChunk(false)
+				firstChunkAt(b, e, speed)
+			})
+		}
+	}
 }
 
 func BenchmarkPoolInProcess(b *testing.B) {

@@ -3,7 +3,8 @@ package espeak
 /*
 // libespeak-ng is linked statically (with the two libraries it needs) so
 // that its private synthesis state is part of this executable, where
-// history.go finds it to put it back before every sentence.
+// history.go finds it to put it back before every sentence. libsonic also
+// time-stretches our own audio (stretch.go).
 #cgo LDFLAGS: -l:libespeak-ng.a -l:libpcaudio.so.0 -l:libsonic.so.0 -lm
 #include <stdint.h>
 #include <stdlib.h>

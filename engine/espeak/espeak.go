@@ -6,8 +6,10 @@
 // Engine per process and it renders one sentence at a time; the pool in
 // package engine gets parallelism from subprocess workers.
 //
-// Parameters: Speed scales the profile's rate (espeakRATE, words per
-// minute, clamped to 80-450); Pitch shifts the profile's pitch line by
+// Parameters: Speed is an exact multiplier from engine.MinSpeed to MaxSpeed
+// (clamped there): espeak-ng speaks at the profile's rate (espeakRATE,
+// words per minute, clamped to 80-450) and libsonic time-stretches the
+// audio by Speed, word starts with it (stretch.go); Pitch shifts the profile's pitch line by
 // semitones (written into the generated variant, so the shift is exact);
 // Volume is a gain on the samples (clipped to [-1, 1]); Expressiveness 0-1
 // sets espeakRANGE 0-100. NumStep and GuidanceScale change nothing here.
@@ -148,6 +150,7 @@ func (e *Engine) Enroll(ctx context.Context, clip engine.Clip) ([]byte, error) {
 type setup struct {
 	voice string // argument of espeak_SetVoiceByName: "en-US+vs0123..."
 	rate  int
+	speed float64 // time-stretch factor; 0 or 1: none
 	rng   int
 	gain  float32
 }
@@ -181,10 +184,10 @@ func (e *Engine) resolve(req engine.Request) (setup, Profile, error) {
 	if p.Rate > 0 {
 		s.rate = p.Rate
 	}
-	if sp := req.Params.Speed; sp > 0 {
-		s.rate = int(math.Round(float64(s.rate) * sp))
-	}
 	s.rate = min(max(s.rate, minRate), maxRate)
+	if sp := req.Params.Speed; sp > 0 {
+		s.speed = min(max(sp, engine.MinSpeed), engine.MaxSpeed)
+	}
 	if p.Range > 0 {
 		s.rng = p.Range
 	}
@@ -230,6 +233,10 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 		}
 	}
 	r := &render{ctx: ctx, emit: emit, gain: s.gain, rate: e.rate, eager: e.eager}
+	if st := newStretcher(s.speed, e.rate, emit); st != nil {
+		defer st.close()
+		r.emit, r.stretch = st.chunk, st
+	}
 	for i, sent := range sents {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -308,9 +315,16 @@ type render struct {
 	inSent   int    // samples of this sentence so far
 	words    int    // word events so far in the request
 	pending  *engine.Chunk
-	emitted  bool // a chunk of this sentence has gone out
+	emitted  bool // a chunk of this sentence has gone out (stretched: audio has come out)
 	eager    bool // the first buffer goes out as it arrives (SetEagerFirstChunk)
+	// stretch, when speed is not 1, is what emit feeds (stretch.go). Until
+	// the sentence's stretched audio has begun, buffers go to it one by
+	// one, so that the first audio waits for no more than sonic needs.
+	stretch *stretcher
 }
+
+// sent records that a chunk of the sentence went out.
+func (r *render) sent() { r.emitted = r.stretch == nil || r.stretch.started() }
 
 func (r *render) begin(i int, s engine.Span) {
 	r.samples += r.inSent
@@ -354,7 +368,7 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 			r.err = err
 			return true
 		}
-		r.emitted = true
+		r.sent()
 		r.pending = nil
 	}
 	if r.pending == nil {
@@ -387,11 +401,12 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 	// render of one more buffer to show it was not the last; a sentence of
 	// one buffer then ends with an empty chunk carrying Last (finish).
 	if r.eager && !r.emitted {
-		r.emitted, r.pending = true, nil
+		r.pending = nil
 		if err := r.emit(*c); err != nil {
 			r.err = err
 			return true
 		}
+		r.sent()
 	}
 	return false
 }

@@ -116,7 +116,8 @@ func (e *Engine) Enroll(ctx context.Context, clip engine.Clip) ([]byte, error) {
 }
 
 // Synthesize renders each sentence of req.Text as a tone of
-// PerCharacter / Speed per non-space character; Pitch shifts the tone in
+// PerCharacter / Speed per non-space character (so speed is exact by
+// construction, word starts included; clamped to engine.MinSpeed-MaxSpeed); Pitch shifts the tone in
 // semitones, Volume scales it. Word events are spread over the sentence in
 // proportion to the characters before each word.
 func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(engine.Chunk) error) error {
@@ -141,6 +142,7 @@ func (e *Engine) Synthesize(ctx context.Context, req engine.Request, emit func(e
 	if speed <= 0 {
 		speed = 1
 	}
+	speed = min(max(speed, engine.MinSpeed), engine.MaxSpeed)
 	sents := engine.Sentences(req.Text)
 	if len(sents) == 0 {
 		return fmt.Errorf("%w: no text to speak", engine.ErrInvalidInput)

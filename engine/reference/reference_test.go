@@ -207,3 +207,48 @@ func TestToneChunking(t *testing.T) {
 		}
 	}
 }
+
+// TestSpeedExact: speed is an exact multiplier across the range (the API's
+// 0.25-4 and the WebSocket's length_scale 0.2-5): on a text of more than
+// 5 s at speed 1, the audio lasts 1/speed of it (within 5%) and every word
+// starts at its start at speed 1 over speed (within 10 ms), coming with
+// the chunk that holds its start.
+func TestSpeedExact(t *testing.T) {
+	const text = "The quick brown fox jumps over the lazy dog, and then it rests in the sun. " +
+		"Later that evening, the farmer counted his chickens twice."
+	e := New()
+	render := func(speed float64) (int, []engine.WordEvent) {
+		n := 0
+		var words []engine.WordEvent
+		for _, c := range collect(t, e, engine.Request{Text: text, Params: engine.Params{Speed: speed}}) {
+			for _, w := range c.Words {
+				if w.Sample < n || w.Sample > n+len(c.Samples) || w.Sample == n+len(c.Samples) && !c.Last {
+					t.Errorf("speed %g: word at %d came with the chunk [%d, %d)", speed, w.Sample, n, n+len(c.Samples))
+				}
+			}
+			n += len(c.Samples)
+			words = append(words, c.Words...)
+		}
+		return n, words
+	}
+	n1, words1 := render(1)
+	if d := float64(n1) / Rate; d < 5 {
+		t.Fatalf("speed 1 lasts %.2f s; the test needs at least 5", d)
+	}
+	for _, speed := range []float64{0.2, 0.25, 0.5, 1, 2, 4, 5} {
+		n, words := render(speed)
+		ratio := float64(n) / float64(n1)
+		if math.Abs(ratio*speed-1) > 0.05 || len(words) != len(words1) {
+			t.Fatalf("speed %g: duration ratio %.4f (want %.4f), %d words (want %d)", speed, ratio, 1/speed, len(words), len(words1))
+		}
+		dev := 0.0
+		for i, w := range words {
+			want := float64(words1[i].Sample) / Rate / speed
+			dev = max(dev, math.Abs(float64(w.Sample)/Rate-want))
+		}
+		if dev > 0.010 {
+			t.Errorf("speed %g: a word starts %.2f ms off its start at speed 1 over speed", speed, dev*1000)
+		}
+		t.Logf("speed %g: %.3f s (speed 1: %.3f s), ratio %.4f, word starts within %.3f ms", speed, float64(n)/Rate, float64(n1)/Rate, ratio, dev*1000)
+	}
+}
