@@ -37,8 +37,8 @@ func (s *Server) initSynthesis(deps Deps) error {
 	m := telemetry.NewSynth(s.cfg.MetricsWorkspaceLabel)
 	s.synth.m = m
 	// The store, the limiter and the meter are timed and counted where the
-	// server holds them (synthmetrics.go, storemetrics.go).
-	s.store = newTimedStore(s.store, m.Store())
+	// server holds them (package telemetry).
+	s.store = telemetry.NewTimedStore(s.store, m.Store())
 	limiter := deps.Limiter
 	if limiter == nil {
 		limiter = control.NewMemoryLimiter()
@@ -65,7 +65,7 @@ func (s *Server) initSynthesis(deps Deps) error {
 			return err
 		}
 	}
-	return registerEngineMetrics(s.metrics.reg, s.engines)
+	return telemetry.RegisterEngines(s.metrics.reg, s.engines)
 }
 
 // limitTimeout bounds one limiter, meter or store call of the core (a

@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"reflect"
@@ -9,7 +9,7 @@ import (
 )
 
 // Every store method but the change feed, Ping and Close is timed: a method
-// added to control.Store must be added to timedStore (storemetrics.go), or
+// added to control.Store must be added to timedStore (store.go), or
 // it would pass through the embedded store untimed.
 func TestTimedStoreCoversStore(t *testing.T) {
 	untimed := []string{"WatchChanges", "Ping", "Close"}

@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,11 +11,11 @@ import (
 // engine its replicas' state, requests and errors by class.
 type collectingEngine interface{ Collector() prometheus.Collector }
 
-// registerEngineMetrics registers the series of every engine of reg (the
+// RegisterEngines registers the series of every engine of reg (the
 // built-in one and the upstream engines) that has any, as one collector:
 // engines of one kind describe the same series (the engine is a label), and
 // a registry refuses a second collector that describes them again.
-func registerEngineMetrics(r *prometheus.Registry, reg *engine.Registry) error {
+func RegisterEngines(r *prometheus.Registry, reg *engine.Registry) error {
 	if reg == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"context"
@@ -109,7 +109,9 @@ var storeMethodNames = [storeMethods]string{
 	"WorkspaceAliases",
 }
 
-func newTimedStore(s control.Store, h *prometheus.HistogramVec) *timedStore {
+// NewTimedStore times every call of s in h (voicesvc_store_duration_seconds,
+// Synth.Store).
+func NewTimedStore(s control.Store, h *prometheus.HistogramVec) control.Store {
 	t := &timedStore{Store: s, s: s}
 	for i, n := range storeMethodNames {
 		t.obs[i] = h.WithLabelValues(n)

@@ -1,4 +1,4 @@
-package gateway
+package telemetry
 
 import (
 	"testing"
@@ -35,7 +35,7 @@ func TestEngineMetricsOfEveryEngine(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := prometheus.NewPedanticRegistry()
-	if err := registerEngineMetrics(r, reg); err != nil {
+	if err := RegisterEngines(r, reg); err != nil {
 		t.Fatal(err)
 	}
 	fams, err := r.Gather()
