@@ -103,8 +103,8 @@ type Billing interface {
 // served by Serve is this struct, the connection, a timer and its entry in
 // the poller; no goroutine and no buffer.
 type session struct {
-	conn   *websocket.Conn // the handshake's; it writes the close frames
-	nc     net.Conn        // conn.NetConn(): the socket, read and written directly
+	conn   Transport // writes the close frames
+	nc     net.Conn  // the transport's bytes: read and written directly
 	cfg    Config
 	deps   Deps
 	parent context.Context // Run's ctx: runner contexts derive from it
@@ -140,15 +140,52 @@ func Run(ctx context.Context, conn *websocket.Conn, cfg Config, deps Deps) error
 	return New(conn, cfg, deps).Run(ctx)
 }
 
+// Transport is what a session is served over (the way centrifuge splits a
+// client from its transport): a byte stream that carries WebSocket frames,
+// which the session reads and writes itself (frames.go, writer.go), and
+// the close frame that ends it. WebSocket adapts the server's upgraded
+// connection; tests serve sessions over an in-memory pipe (transport_test.go).
+type Transport interface {
+	// Conn is the byte stream: the session reads frames from it, writes
+	// them to it, and sets its deadlines. A Conn that is also a
+	// syscall.Conn is watched by the poller while the session is idle.
+	Conn() net.Conn
+	// WriteClose writes the close frame with code, before deadline.
+	WriteClose(code int, deadline time.Time) error
+}
+
+// WebSocket is the Transport of an upgraded connection. The session reads
+// and writes conn.NetConn() directly (conn must hold no bytes read ahead
+// of the handshake); the Conn only writes the close frame, uncompressed.
+func WebSocket(conn *websocket.Conn) Transport {
+	// Compression is off at the upgrader; this keeps it off even if a
+	// server enables negotiation (the writer never compresses).
+	conn.EnableWriteCompression(false)
+	return wsTransport{conn}
+}
+
+type wsTransport struct{ c *websocket.Conn }
+
+func (t wsTransport) Conn() net.Conn { return t.c.NetConn() }
+
+func (t wsTransport) WriteClose(code int, deadline time.Time) error {
+	return t.c.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, ""), deadline)
+}
+
 // Session is one realtime session, as the server holds it: it can end it
 // from outside (Revoke, Drain) while Run or Serve serves it. A Session
 // holds no goroutine or timer of its own for this: the server keeps one
 // registry for all of them.
 type Session struct{ s *session }
 
-// New prepares a session on conn; Run or Serve serves it.
+// New prepares a session on an upgraded connection; Run or Serve serves it.
 func New(conn *websocket.Conn, cfg Config, deps Deps) *Session {
-	s := &session{conn: conn, nc: conn.NetConn(), cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
+	return NewOver(WebSocket(conn), cfg, deps)
+}
+
+// NewOver prepares a session over any Transport.
+func NewOver(t Transport, cfg Config, deps Deps) *Session {
+	s := &session{conn: t, nc: t.Conn(), cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -224,12 +261,9 @@ func (s *session) begin(ctx context.Context) {
 	s.mu.Lock()
 	s.parent = ctx
 	s.mu.Unlock()
-	// The writer writes to the socket directly (writeBatch) and the
-	// session reads it directly (consume): the Conn only writes the
-	// session's close frames, after the writer has stopped. Compression is
-	// off at the upgrader; this keeps it off even if a gateway enables
-	// negotiation (the writer never compresses).
-	s.conn.EnableWriteCompression(false)
+	// The writer writes to the transport directly (writeBatch) and the
+	// session reads it directly (consume): WriteClose only writes the
+	// session's close frame, after the writer has stopped.
 	if ctx.Done() != nil {
 		s.stopCtx = context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, shuttingDownFrame()) })
 	}
@@ -514,8 +548,7 @@ func (s *session) finish(d *disconnect, last *frame, cause error) error {
 	// close frame below is the last thing written and cannot interleave.
 	s.waitWriter()
 	if d.code != 0 && !broken {
-		msg := websocket.FormatCloseMessage(d.code, "")
-		if err := s.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
+		if err := s.conn.WriteClose(d.code, time.Now().Add(s.cfg.WriteTimeout)); err != nil {
 			broken = true
 		}
 	}
