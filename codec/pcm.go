@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 	"unsafe"
 )
 
@@ -41,8 +42,16 @@ func newPCMEncoder(c EncoderConfig) (Encoder, error) {
 	if spec == nil || spec.put == nil {
 		return nil, fmt.Errorf("%w: %q is not a PCM format", ErrUnknownFormat, c.Format)
 	}
-	return &pcmEncoder{n: spec.BytesPerSample, put: spec.put}, nil
+	e := pcmEncoders.Get().(*pcmEncoder)
+	e.n, e.put, e.out = spec.BytesPerSample, spec.put, e.out[:0]
+	return e, nil
 }
+
+// pcmEncoders and wavEncoders are reused across streams: every one-shot
+// speak makes a pipeline, and a pooled encoder comes with its output
+// buffer already grown (one allocation less per request, and none for the
+// buffer). Close puts one back; Pipeline.Close closes once.
+var pcmEncoders = sync.Pool{New: func() any { return new(pcmEncoder) }}
 
 func (e *pcmEncoder) Write(samples []float32, emit func([]byte) error) error {
 	e.out = grow(e.out[:0], e.n*len(samples))
@@ -51,7 +60,13 @@ func (e *pcmEncoder) Write(samples []float32, emit func([]byte) error) error {
 }
 
 func (e *pcmEncoder) Flush(func([]byte) error) error { return nil }
-func (e *pcmEncoder) Close() error                   { return nil }
+func (e *pcmEncoder) Close() error {
+	if e.put != nil { // a second Close must not pool it twice
+		e.put = nil
+		pcmEncoders.Put(e)
+	}
+	return nil
+}
 
 // getS16 to getF64 decode whole little-endian samples (DecodePCM).
 func getS16(out []float32, b []byte) {

@@ -97,12 +97,16 @@ func (p *Pipeline) Flush(emit func(b []byte) error) error {
 // Close frees the C resources. It is idempotent; Write and Flush fail
 // with ErrClosed afterwards.
 func (p *Pipeline) Close() error {
+	if p.closed {
+		return nil // the encoder may be pooled: it is closed once
+	}
 	p.closed = true
 	if p.rs != nil {
 		p.rs.Close()
 	}
 	if p.enc != nil {
 		p.enc.Close()
+		p.enc = nil
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 )
 
 // streamingSize marks RIFF and data sizes as unknown in a streaming header;
@@ -216,12 +217,19 @@ func sanitize(x float32) float32 {
 // of the first unit, then s16le. A stream without audio still gets the
 // header, from Flush, so the client always receives a valid file.
 type wavEncoder struct {
+	closed bool // pooled: a second Close must not pool it twice
 	rate   int
 	header bool // sent
 	out    []byte
 }
 
-func newWAVEncoder(c EncoderConfig) (Encoder, error) { return &wavEncoder{rate: c.Rate}, nil }
+func newWAVEncoder(c EncoderConfig) (Encoder, error) {
+	e := wavEncoders.Get().(*wavEncoder)
+	e.closed, e.rate, e.header, e.out = false, c.Rate, false, e.out[:0]
+	return e, nil
+}
+
+var wavEncoders = sync.Pool{New: func() any { return new(wavEncoder) }}
 
 func (e *wavEncoder) Write(samples []float32, emit func([]byte) error) error {
 	e.out = e.out[:0]
@@ -242,4 +250,10 @@ func (e *wavEncoder) Flush(emit func([]byte) error) error {
 	return e.Write(nil, emit)
 }
 
-func (e *wavEncoder) Close() error { return nil }
+func (e *wavEncoder) Close() error {
+	if !e.closed {
+		e.closed = true
+		wavEncoders.Put(e)
+	}
+	return nil
+}

@@ -105,11 +105,10 @@ func (h *protoHost) Begin(ctx *fasthttp.RequestCtx, p *control.Principal, ref st
 func (h *protoHost) Prepare(ctx *fasthttp.RequestCtx, p *control.Principal, ref string, o synth.Options) (*web.Job, error) {
 	s := h.s
 	lookup := s.traceClock()
-	j, err := s.core.Prepare(ctx, p, ref, o)
-	if err != nil {
+	job := new(web.Job)
+	if err := s.core.PrepareInto(ctx, p, ref, o, &job.Job); err != nil {
 		return nil, err
 	}
-	job := &web.Job{Job: j}
 	if s.tracer != nil {
 		job.Trace = &jobTrace{lookupStart: lookup, lookupEnd: s.traceClock()}
 	}

@@ -172,11 +172,13 @@ func closeAndRelease(t testing.TB, ss *synthServer, g *gatedEngine) time.Duratio
 	t.Helper()
 	p := &control.Principal{WorkspaceID: ss.ws.ID, Limits: control.Limits{Concurrency: 1, Billing: control.BillingOff}}
 	o, _ := synth.ParseStream([]byte(`{"text":"a long enough text to run for seconds"}`))
-	j, err := ss.srv.core.Begin(context.Background(), p, ss.voice, o, true)
-	if err != nil {
+	job := new(web.Job)
+	if err := ss.srv.core.PrepareInto(context.Background(), p, ss.voice, o, &job.Job); err != nil {
 		t.Fatal(err)
 	}
-	job := &web.Job{Job: j}
+	if err := job.Admit(context.Background(), ss.srv.core, p, true); err != nil {
+		t.Fatal(err)
+	}
 	st, err := ss.srv.startStream(job, ss.srv.synth.m.Series(telemetry.Native, telemetry.SSE),
 		func(rctx context.Context, st web.Stream) (synth.Result, error) { return job.Run(rctx, st.Send) })
 	if err != nil {

@@ -27,23 +27,34 @@ type Job struct {
 // the engine request (language, settings) and the pipeline of the asked
 // format. Nothing is held: a refused Prepare needs no Finish.
 func (s *Service) Prepare(ctx context.Context, p *control.Principal, voiceRef string, o Options) (*Job, error) {
+	j := new(Job)
+	if err := s.PrepareInto(ctx, p, voiceRef, o, j); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// PrepareInto is Prepare into a Job the caller holds (a protocol's own
+// job type embeds one: one allocation a request, not two).
+func (s *Service) PrepareInto(ctx context.Context, p *control.Principal, voiceRef string, o Options, j *Job) error {
 	v, err := s.Voice(ctx, p, voiceRef)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	eng, err := EngineFor(s.engines, v)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	req, err := Prepare(v, o, eng.Languages())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	pipe, err := codec.NewPipeline(eng.NativeRate(), o.Format, o.SampleRate)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return &Job{Voice: v, Engine: eng, Request: req, Pipe: pipe, Options: o}, nil
+	j.Voice, j.Engine, j.Request, j.Pipe, j.Options = v, eng, req, pipe, o
+	return nil
 }
 
 // Admit admits a prepared job (Service.Admit, charging its text). On a

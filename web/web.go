@@ -147,7 +147,7 @@ type Host interface {
 // Job is the core's job as the HTTP server runs it: when the request came,
 // and its spans (opaque to protocols).
 type Job struct {
-	*synth.Job
+	synth.Job
 	Start time.Time
 	Trace any
 }
