@@ -304,6 +304,17 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /Aliases of .* saved/.test(document.getElementById('notice').textContent));
     const cat = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, catalogID);
     assert.deepEqual(cat.workspace_aliases, ['shimmer'], 'the refused PUTs changed nothing');
+    // The dialog at 375 px: nothing wider than the screen.
+    await page.setViewport({ width: 375, height: 812 });
+    await page.select('#f-owner', 'own');
+    await page.waitForFunction((c) => /Aliases: alloy/.test(document.querySelector(c)?.textContent || ''), {}, card);
+    await page.click(`${card} button[aria-label^="Settings"]`);
+    await page.waitForSelector('#settings[open]');
+    await shot('voices-aliases-375');
+    const wide = await page.$eval('#settings', (d) => d.scrollWidth - d.clientWidth);
+    assert.ok(wide <= 0, `the dialog scrolls sideways by ${wide} px`);
+    await page.click('#settings-cancel');
+    await page.setViewport({ width: 1200, height: 900 });
     await page.select('#f-owner', 'all');
   });
 
