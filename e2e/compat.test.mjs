@@ -425,3 +425,71 @@ test('the realtime agent example: barge-in receipt', { timeout: 60_000 }, async 
   assert.ok('Sure. The train to Lyon leaves at nine fifteen'.startsWith(out.heard.slice(0, 20)), out.heard);
   assert.ok(out.words > 0, 'word timestamps came');
 });
+
+test('models: client.models.retrieve() answers the name asked for', async () => {
+  for (const name of ['service-v1', 'tts-1']) {
+    const m = await bearer().models.retrieve(name);
+    assert.equal(m.id, name);
+    assert.equal(m.object, 'model');
+    assert.equal(m.owned_by, 'voicesvc');
+    assert.ok(Number.isInteger(m.created) && m.created > 1e9);
+  }
+  assert.equal((await xapikey().models.retrieve('service-v1')).id, 'service-v1');
+});
+
+// Workspace voice aliases (issue 27): an OpenAI voice name speaks only once
+// the workspace has mapped it onto one of its voices, and only for that
+// workspace.
+test('workspace aliases: voice "alloy" is 404 until the workspace names a voice so', async () => {
+  const params = { model: 'tts-1', voice: 'alloy', input: 'Hi there.', response_format: 'pcm' };
+  const notFound = (err) => {
+    assert.ok(err instanceof OpenAI.NotFoundError, String(err));
+    assert.equal(err.status, 404);
+    assert.equal(err.param, 'voice');
+    return true;
+  };
+  await assert.rejects(speak(bearer(), params), notFound);
+
+  // A voice of the workspace: a remix of a catalog voice.
+  const api = (method, path, body, k = key) => fetch(apiRoot + path, {
+    method, headers: { 'X-API-Key': k, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body),
+  });
+  let res = await api('POST', '/voices', { name: 'Alloy of mine', base_voice_id: voiceId, consent: true });
+  assert.equal(res.status, 201, await res.clone().text());
+  const voice = (await res.json()).data.voice;
+  assert.deepEqual(voice.workspace_aliases, []);
+
+  res = await api('PUT', `/voices/${voice.id}/aliases`, { aliases: ['alloy'] });
+  assert.equal(res.status, 200, await res.clone().text());
+  assert.deepEqual((await res.json()).data, { voice_id: voice.id, aliases: ['alloy'] });
+  res = await api('GET', `/voices/${voice.id}`);
+  assert.deepEqual((await res.json()).data.voice.workspace_aliases, ['alloy']);
+
+  for (const client of [bearer(), xapikey()]) {
+    const { res: r, body } = await speak(client, params);
+    assert.equal(r.status, 200);
+    assert.ok(body.length > 0 && rmsS16(body) > 0.01, 'audio by the alias');
+  }
+  // The SDK's voice list names it, as an entry the speech endpoint takes.
+  const { voices } = await bearer().get('/audio/voices');
+  const entry = voices.find((v) => v.id === 'alloy');
+  assert.ok(entry, 'alloy listed: ' + JSON.stringify(voices.map((v) => v.id)));
+  assert.deepEqual(Object.keys(entry).sort(), ['id', 'language', 'name']);
+
+  // Another workspace does not see it.
+  const other = await workspaceKey('pro');
+  await assert.rejects(speak(bearer(other), params), notFound);
+  const { voices: theirs } = await bearer(other).get('/audio/voices');
+  assert.ok(!theirs.some((v) => v.id === 'alloy'), 'not listed for another workspace');
+  res = await api('GET', `/voices/${voice.id}/aliases`, undefined, other);
+  assert.equal(res.status, 404);
+  // Its names are its own: it may give the same name to another voice.
+  res = await api('PUT', `/voices/${voiceId}/aliases`, { aliases: ['alloy'] }, other);
+  assert.equal(res.status, 200, 'a name is unique within a workspace only');
+  assert.equal((await speak(bearer(other), params)).res.status, 200);
+
+  // Removing the list makes the name unknown again.
+  res = await api('PUT', `/voices/${voice.id}/aliases`, { aliases: [] });
+  assert.equal(res.status, 200);
+  await assert.rejects(speak(bearer(), params), notFound);
+});

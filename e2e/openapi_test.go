@@ -64,6 +64,29 @@ func TestOpenAPIConformance(t *testing.T) {
 		"name": "Remix", "consent": true, "base_voice_id": e.voice}, key...), true, 201)
 	remixID := remix.data(t)["voice"].(map[string]any)["id"].(string)
 
+	// Workspace aliases: set, list, refused (taken, malformed), and the
+	// name spoken on the speak path and the compat voice field.
+	aliases := api + "/voices/" + remixID + "/aliases"
+	oas.check(t, "put aliases", oasJSON("PUT", aliases, map[string]any{"aliases": []string{"alloy", "narrator.v2"}}, key...), true, 200)
+	r = oas.check(t, "get aliases", oasReq("GET", aliases, nil, key...), true, 200)
+	if got := r.data(t)["aliases"].([]any); len(got) != 2 || got[0] != "alloy" {
+		t.Errorf("aliases %v", got)
+	}
+	r = oas.check(t, "get voice with aliases", oasReq("GET", api+"/voices/"+remixID, nil, key...), true, 200)
+	if got := r.data(t)["voice"].(map[string]any)["workspace_aliases"].([]any); len(got) != 2 {
+		t.Errorf("workspace_aliases %v", got)
+	}
+	catAliases := api + "/voices/" + e.voice + "/aliases"
+	oas.check(t, "put aliases taken", oasJSON("PUT", catAliases, map[string]any{"aliases": []string{"alloy"}}, key...), true, 409)
+	oas.check(t, "put aliases malformed", oasJSON("PUT", catAliases, map[string]any{"aliases": []string{"no spaces"}}, key...), false, 400)
+	oas.check(t, "put aliases id-shaped", oasJSON("PUT", catAliases, map[string]any{"aliases": []string{strings.Repeat("ab", 12)}}, key...), false, 400)
+	oas.check(t, "put aliases missing", oasJSON("PUT", catAliases, map[string]any{}, key...), false, 400)
+	oas.check(t, "get aliases 404", oasReq("GET", api+"/voices/"+strings.Repeat("0", 24)+"/aliases", nil, key...), true, 404)
+	oas.check(t, "speak by alias", oasJSON("POST", api+"/voices/alloy/speak", map[string]any{"text": "Hi."}, key...), true, 200)
+	oas.check(t, "speak by unknown name", oasJSON("POST", api+"/voices/shimmer/speak", map[string]any{"text": "Hi."}, key...), true, 404)
+	oas.check(t, "compat by alias", oasJSON("POST", api+"/compat/audio/speech", map[string]any{
+		"model": "tts-1", "voice": "alloy", "input": "Hi.", "response_format": "pcm"}, bearerHdr(e.key)...), true, 200)
+
 	// Cloning: enroll the draft, clone a new voice, poll both jobs.
 	clip := oasTone(2)
 	r = oas.check(t, "enroll", oasUpload(api+"/voices/"+draft+"/enroll",
@@ -150,6 +173,13 @@ func TestOpenAPIConformance(t *testing.T) {
 	oas.check(t, "compat speed", oasJSON("POST", compat, map[string]any{
 		"model": "service-v1", "voice": "en-us-linda", "input": "Hello.", "speed": 8}, bearer...), false, 400)
 	oas.check(t, "compat models", oasReq("GET", api+"/compat/models", nil, bearer...), true, 200)
+	for _, m := range []string{"service-v1", "tts-1"} {
+		var got struct{ ID string }
+		r := oas.check(t, "compat model "+m, oasReq("GET", api+"/compat/models/"+m, nil, bearer...), true, 200)
+		if json.Unmarshal(r.body, &got); got.ID != m {
+			t.Errorf("GET /compat/models/%s: id %q", m, got.ID)
+		}
+	}
 	oas.check(t, "compat voices", oasReq("GET", api+"/compat/audio/voices", nil, key...), true, 200)
 	oas.check(t, "compat voices no key", oasReq("GET", api+"/compat/audio/voices", nil), true, 401)
 	oas.check(t, "compat unknown voice", oasJSON("POST", compat, map[string]any{

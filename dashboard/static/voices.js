@@ -1,4 +1,5 @@
 // Voices: own and catalog voices with filters, preview, settings, delete;
+// the workspace's aliases of any voice it can use (PUT /voices/{id}/aliases);
 // clone by upload with live job progress; remix of a ready voice.
 'use strict';
 (function () {
@@ -37,7 +38,8 @@
   function visible() {
     const text = document.getElementById('f-text').value.trim().toLowerCase();
     const owner = document.getElementById('f-owner').value;
-    return voices.filter((v) => (!text || v.name.toLowerCase().includes(text) || (v.alias || '').includes(text)) &&
+    return voices.filter((v) => (!text || v.name.toLowerCase().includes(text) || (v.alias || '').includes(text) ||
+      (v.workspace_aliases || []).some((a) => a.toLowerCase().includes(text))) &&
       (owner === 'all' || (owner === 'own') === own(v)));
   }
 
@@ -50,12 +52,17 @@
     if (own(v)) {
       actions.append(el('button', { type: 'button', 'aria-label': 'Settings of ' + v.name, onclick: () => openSettings(v) }, 'Settings'),
         el('button', { type: 'button', class: 'danger', 'aria-label': 'Delete ' + v.name, onclick: () => del(v) }, 'Delete'));
+    } else {
+      // A catalog voice: only the workspace's names for it are ours to set.
+      actions.append(el('button', { type: 'button', 'aria-label': 'Aliases of ' + v.name, onclick: () => openSettings(v) }, 'Aliases'));
     }
+    const names = v.workspace_aliases || [];
     return el('li', { 'data-voice-id': v.id },
       el('h3', { text: v.name }),
       el('p', { class: 'meta' }, el('span', { class: 'badge ' + v.status, text: v.status }), ' ',
         (own(v) ? 'yours' : 'catalog') + ' · ' + v.primary_language + (v.alias ? ' · ' + v.alias : '')),
       label ? el('p', { class: 'meta', text: label }) : null,
+      names.length ? el('p', { class: 'meta names', text: 'Aliases: ' + names.join(', ') }) : null,
       actions);
   }
 
@@ -95,30 +102,111 @@
     } catch (e) { fail(e); }
   }
 
+  // Settings: a dialog. An own voice's name and settings are saved with
+  // PATCH; the workspace's aliases of the voice (own or catalog) are edited
+  // as a list and saved with one PUT, which replaces them all. A refused
+  // alias (400 invalid_request, 409 alias_taken) is shown in the dialog,
+  // which stays open; a refused PUT changes nothing.
   const dialog = document.getElementById('settings');
   const sform = document.getElementById('settings-form');
+  const ownBox = document.getElementById('s-own');
+  const aliasList = document.getElementById('s-aliases');
+  const aliasNone = document.getElementById('s-aliases-none');
+  const aliasNew = document.getElementById('s-alias-new');
+  const aliasErr = document.getElementById('s-alias-error');
+  let aliases = []; // the list being edited
+  let saved = []; // the voice's aliases when the dialog opened
+
+  function aliasError(text) {
+    aliasErr.textContent = text || '';
+    aliasErr.hidden = !text;
+    if (text) aliasNew.setAttribute('aria-invalid', 'true'); else aliasNew.removeAttribute('aria-invalid');
+  }
+
+  function renderAliases() {
+    aliasList.replaceChildren(...aliases.map((a) => el('li', { 'data-alias': a },
+      el('code', { text: a }),
+      el('button', { type: 'button', class: 'link', 'aria-label': 'Remove alias ' + a, onclick: () => removeAlias(a) }, 'Remove'))));
+    aliasList.hidden = aliases.length === 0;
+    aliasNone.hidden = aliases.length > 0;
+  }
+
+  function removeAlias(a) {
+    aliases = aliases.filter((x) => x !== a);
+    aliasError('');
+    renderAliases();
+    aliasNew.focus();
+  }
+
+  // addAliases adds what the input holds (names separated by commas or
+  // spaces). The server checks each name's shape when saved; here only
+  // repeats are caught.
+  function addAliases() {
+    const names = aliasNew.value.split(/[\s,]+/).filter(Boolean);
+    const twice = names.find((a, i) => aliases.includes(a) || names.indexOf(a) !== i);
+    if (twice) { aliasError('The alias "' + twice + '" is already in the list.'); return false; }
+    aliases = aliases.concat(names);
+    aliasNew.value = '';
+    aliasError('');
+    renderAliases();
+    return true;
+  }
+  document.getElementById('s-alias-add').addEventListener('click', () => { addAliases(); aliasNew.focus(); });
+  aliasNew.addEventListener('keydown', (ev) => {
+    if (ev.key === 'Enter') { ev.preventDefault(); addAliases(); }
+  });
+
   function openSettings(v) {
     editing = v;
+    const mine = own(v);
+    ownBox.hidden = !mine;
+    ownBox.disabled = !mine; // a catalog voice's fields are not sent, nor checked
+    document.getElementById('settings-h').textContent = mine ? 'Voice settings' : 'Voice aliases';
+    document.getElementById('s-voice').textContent = (mine ? '' : 'Catalog voice ') + v.name + ' · ' + v.id;
     const s = v.settings || {};
     sform.elements.name.value = v.name;
     for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? '';
+    saved = (v.workspace_aliases || []).slice();
+    aliases = saved.slice();
+    aliasNew.value = '';
+    aliasError('');
+    renderAliases();
     dialog.showModal();
+    if (!mine) aliasNew.focus();
   }
   document.getElementById('settings-cancel').addEventListener('click', () => dialog.close());
   sform.addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const v = editing;
-    const settings = Object.assign({}, v.settings || {});
-    for (const k of ['speed', 'pitch', 'style', 'volume']) {
-      const raw = sform.elements[k].value;
-      if (raw === '') delete settings[k]; else settings[k] = Number(raw);
-    }
+    // A name typed but not yet added is meant to be saved too.
+    if (aliasNew.value.trim() && !addAliases()) { aliasNew.focus(); return; }
+    const button = sform.querySelector('button[value=save]');
+    button.disabled = true;
     try {
-      await api('PATCH', '/voices/' + v.id, { name: sform.elements.name.value, settings });
+      if (aliases.join('\n') !== saved.join('\n')) {
+        try {
+          const d = await api('PUT', '/voices/' + v.id + '/aliases', { aliases });
+          saved = d.aliases.slice();
+          v.workspace_aliases = d.aliases;
+        } catch (e) {
+          if (e.status === 400 || e.status === 409) { aliasError(e.message); aliasNew.focus(); return; }
+          throw e;
+        }
+      }
+      let name = v.name;
+      if (own(v)) {
+        const settings = Object.assign({}, v.settings || {});
+        for (const k of ['speed', 'pitch', 'style', 'volume']) {
+          const raw = sform.elements[k].value;
+          if (raw === '') delete settings[k]; else settings[k] = Number(raw);
+        }
+        name = sform.elements.name.value;
+        await api('PATCH', '/voices/' + v.id, { name, settings });
+      }
       dialog.close();
-      notice('Settings of "' + sform.elements.name.value + '" saved.', 'ok');
+      notice((own(v) ? 'Settings' : 'Aliases') + ' of "' + name + '" saved.', 'ok');
       load(true);
-    } catch (e) { dialog.close(); fail(e); }
+    } catch (e) { dialog.close(); fail(e); load(true); } finally { button.disabled = false; }
   });
 
   // Clone: upload, then follow the job until it ends.
