@@ -64,7 +64,7 @@ func BenchmarkSpeakByName(b *testing.B) {
 	if err := db.CreateVoice(context.Background(), v); err != nil {
 		b.Fatal(err)
 	}
-	if _, ok := waitFor(5*time.Second, func() bool { return srv.keys.live.Load() && srv.core.Voices().Live() }); !ok {
+	if _, ok := waitFor(5*time.Second, func() bool { return srv.core.KeysLive() && srv.core.Voices().Live() }); !ok {
 		b.Fatal("caches never became live")
 	}
 	h := srv.Handler()
