@@ -1,6 +1,10 @@
 package control
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"time"
+)
 
 // ErrStoreUnavailable is what a client sees when the store cannot be
 // reached: 503 with Retry-After 1, never a 500, so that clients and load
@@ -25,4 +29,35 @@ func StoreUnavailableError(cause error) *Error {
 func StoreUnavailable(err error) bool {
 	var e *Error
 	return errors.As(err, &e) && e.Code == EStoreUnavailable
+}
+
+// BoundCall bounds one store call by d and returns the function its
+// deferred end runs: it turns an error that means the database could not
+// be reached in time into StoreUnavailableError (503, Retry-After 1) and
+// releases the deadline. unavailable is the store's classification of its
+// driver's errors; past the deadline any driver error counts as the store
+// not answering in time, a domain *Error never does. A store's public
+// methods start with
+//
+//	ctx, end := control.BoundCall(ctx, timeout, unavailable)
+//	defer end(&err)
+func BoundCall(ctx context.Context, d time.Duration, unavailable func(error) bool) (context.Context, func(*error)) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, func(err *error) {
+		if *err != nil {
+			*err = classifyStoreError(ctx, *err, unavailable)
+		}
+		cancel()
+	}
+}
+
+func classifyStoreError(ctx context.Context, err error, unavailable func(error) bool) error {
+	var ce *Error
+	if errors.As(err, &ce) {
+		return err
+	}
+	if unavailable(err) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return StoreUnavailableError(err)
+	}
+	return err
 }

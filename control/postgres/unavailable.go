@@ -32,29 +32,7 @@ const seedTimeout = time.Minute
 
 // callWithin is call with the deadline d.
 func (db *DB) callWithin(ctx context.Context, d time.Duration) (context.Context, func(*error)) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	return ctx, func(err *error) {
-		if *err != nil {
-			*err = classify(ctx, *err)
-		}
-		cancel()
-	}
-}
-
-// classify returns err as control.StoreUnavailableError when it means the
-// database could not be reached, and unchanged otherwise (an *control.Error
-// of the domain, a failing query, a caller that went away).
-func classify(ctx context.Context, err error) error {
-	var ce *control.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	if unavailable(err) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// Past the deadline, whatever the driver says (a cancel request,
-		// a closed connection) is the database not answering in time.
-		return control.StoreUnavailableError(err)
-	}
-	return err
+	return control.BoundCall(ctx, d, unavailable)
 }
 
 // unavailable reports whether err, from pgx, means the database could not

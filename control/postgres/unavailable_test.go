@@ -62,6 +62,12 @@ func TestUnavailable(t *testing.T) {
 // store_unavailable, and treats any error past the deadline as one.
 func TestClassify(t *testing.T) {
 	ctx := context.Background()
+	// The classification a store call's end applies (control.BoundCall).
+	classify := func(ctx context.Context, err error) error {
+		_, end := control.BoundCall(ctx, time.Hour, unavailable)
+		end(&err)
+		return err
+	}
 	nf := control.Errorf(control.ENotFound, "x")
 	if got := classify(ctx, nf); got != nf {
 		t.Errorf("a domain error became %v", got)

@@ -29,29 +29,7 @@ const seedTimeout = time.Minute
 
 // callWithin is call with the deadline d.
 func (db *DB) callWithin(ctx context.Context, d time.Duration) (context.Context, func(*error)) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	return ctx, func(err *error) {
-		if *err != nil {
-			*err = classify(ctx, *err)
-		}
-		cancel()
-	}
-}
-
-// classify returns err as control.StoreUnavailableError when it means the
-// database could not be used, and unchanged otherwise (an *control.Error of
-// the domain, a failing statement, a caller that went away).
-func classify(ctx context.Context, err error) error {
-	var ce *control.Error
-	if errors.As(err, &ce) {
-		return err
-	}
-	if unavailable(err) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		// Past the deadline, whatever the driver says (SQLITE_INTERRUPT,
-		// a closed statement) is the database not answering in time.
-		return control.StoreUnavailableError(err)
-	}
-	return err
+	return control.BoundCall(ctx, d, unavailable)
 }
 
 // unavailable reports whether err, from modernc.org/sqlite, means the
