@@ -37,16 +37,7 @@ func (s *Service) Voice(ctx context.Context, p *control.Principal, ref string) (
 func (s *Service) lookup(ctx context.Context, p *control.Principal, ref string) (*control.Voice, error) {
 	now := time.Now().UnixMilli()
 	if control.ValidID(ref) {
-		v, err := s.voices.get(s.store, ref, now)
-		switch {
-		case control.IsCode(err, control.ENotFound):
-			return nil, voiceNotFound(ref)
-		case err != nil:
-			return nil, err
-		case !v.Usable(p.WorkspaceID):
-			return nil, voiceNotFound(ref)
-		}
-		return v, nil
+		return usableOr404(p, ref)(s.voices.get(s.store, ref, now))
 	}
 	if ref == "" || len(ref) > maxVoiceRef {
 		return nil, voiceNotFound(ref)
@@ -68,16 +59,24 @@ func (s *Service) lookup(ctx context.Context, p *control.Principal, ref string) 
 			// longer usable: the alias names nothing, as if unset.
 		}
 	}
-	v, err := s.voices.getByAlias(s.store, ref, now)
-	switch {
-	case control.IsCode(err, control.ENotFound):
-		return nil, voiceNotFound(ref)
-	case err != nil:
-		return nil, err
-	case !v.Usable(p.WorkspaceID):
-		return nil, voiceNotFound(ref)
+	return usableOr404(p, ref)(s.voices.getByAlias(s.store, ref, now))
+}
+
+// usableOr404 passes a voice read for ref through when p's workspace may
+// use it; unknown and foreign voices are both 404, so that other
+// workspaces' voices cannot be probed.
+func usableOr404(p *control.Principal, ref string) func(*control.Voice, error) (*control.Voice, error) {
+	return func(v *control.Voice, err error) (*control.Voice, error) {
+		switch {
+		case control.IsCode(err, control.ENotFound):
+			return nil, voiceNotFound(ref)
+		case err != nil:
+			return nil, err
+		case !v.Usable(p.WorkspaceID):
+			return nil, voiceNotFound(ref)
+		}
+		return v, nil
 	}
-	return v, nil
 }
 
 // usable returns the voice with id if p's workspace may use it (its own or
