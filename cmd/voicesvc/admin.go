@@ -170,13 +170,19 @@ func adminWorkspaceList(fs *flag.FlagSet) func(context.Context, control.Store) (
 	}
 }
 
+// requireWorkspace: --workspace is given and names a workspace.
+func requireWorkspace(ctx context.Context, store control.Store, ws string) error {
+	if ws == "" {
+		return errors.New("--workspace is required")
+	}
+	_, err := store.GetWorkspace(ctx, ws)
+	return err
+}
+
 func adminKeyList(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
 	ws := fs.String("workspace", "", "workspace id (required)")
 	return func(ctx context.Context, store control.Store) (any, error) {
-		if *ws == "" {
-			return nil, errors.New("--workspace is required")
-		}
-		if _, err := store.GetWorkspace(ctx, *ws); err != nil {
+		if err := requireWorkspace(ctx, store, *ws); err != nil {
 			return nil, err
 		}
 		keys, err := store.ListAPIKeys(ctx, *ws)
@@ -210,10 +216,7 @@ func adminKeyList(fs *flag.FlagSet) func(context.Context, control.Store) (any, e
 func adminVoiceList(fs *flag.FlagSet) func(context.Context, control.Store) (any, error) {
 	ws := fs.String("workspace", "", "workspace id (required)")
 	return func(ctx context.Context, store control.Store) (any, error) {
-		if *ws == "" {
-			return nil, errors.New("--workspace is required")
-		}
-		if _, err := store.GetWorkspace(ctx, *ws); err != nil {
+		if err := requireWorkspace(ctx, store, *ws); err != nil {
 			return nil, err
 		}
 		type item struct {
