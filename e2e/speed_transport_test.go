@@ -33,10 +33,14 @@ const spText = "The quick brown fox jumps over the lazy dog near the river bank.
 // where the transport has none).
 // spKnown are deviations from the rules found by this test and not fixed
 // yet (the code is elsewhere): they are logged as KNOWN instead of failing,
-// unless VOICESVC_SPEED_STRICT=1. Remove an entry once it passes.
+// unless VOICESVC_SPEED_STRICT=1, and only while at most spKnownWords words
+// per take are off. Remove an entry once it passes.
+const spKnownWords = 2
+
 var spKnown = map[string]string{
-	"espeak/websocket/words": "issue 28: on espeak, WebSocket word_timestamps drift from start/speed by tens to hundreds of ms, " +
-		"varying between runs (160 and 495 ms seen at length_scale 4); SSE timestamps of the same text are exact",
+	"espeak/websocket/words": "issue 28: on espeak, WebSocket word_timestamps put single short words off: " +
+		"in this text \"a\" (word 28) and \"the\" (word 37), by 7 to 495 ms depending on the speed, " +
+		"the same each run; every other word is within 0.1 ms, and SSE timestamps of the same text are exact",
 }
 
 type spTake struct {
@@ -85,7 +89,7 @@ func TestSpeedPerTransport(t *testing.T) {
 						k := takes[s]
 						ratio := k.dur * s / base.dur // 1.000 when exact
 						worst := 0.0
-						row += fmt.Sprintf(" | %g: %.3f", s, ratio)
+						row += fmt.Sprintf(" | %g: %.4f", s, ratio)
 						if math.Abs(ratio-1) > 0.05 {
 							t.Errorf("speed %g: %.3f s, want %.3f s ±5%% (ratio %.3f)", s, k.dur, base.dur/s, ratio)
 						}
@@ -96,18 +100,19 @@ func TestSpeedPerTransport(t *testing.T) {
 							t.Errorf("speed %g: %d words, %d at speed 1", s, len(k.starts), len(base.starts))
 							continue
 						}
-						bad := -1
+						var bad []string // the words off by more than 10 ms
 						for i, st := range k.starts {
 							d := math.Abs(st - base.starts[i]/s)
 							worst = max(worst, d)
-							if d > 0.010 && bad < 0 {
-								bad = i
+							if d > 0.010 {
+								bad = append(bad, fmt.Sprintf("word %d at %.4f s, want %.4f s", i, st, base.starts[i]/s))
 							}
 						}
-						if bad >= 0 {
-							msg := fmt.Sprintf("speed %g: word %d starts at %.4f s, want %.4f s ±10 ms (largest error %.1f ms)",
-								s, bad, k.starts[bad], base.starts[bad]/s, worst*1000)
-							if why, ok := spKnown[engine+"/"+tr.name+"/words"]; ok && os.Getenv("VOICESVC_SPEED_STRICT") != "1" {
+						if len(bad) > 0 {
+							msg := fmt.Sprintf("speed %g: %d word starts off by more than 10 ms (largest %.1f ms): %s",
+								s, len(bad), worst*1000, strings.Join(bad, "; "))
+							why, known := spKnown[engine+"/"+tr.name+"/words"]
+							if known && len(bad) <= spKnownWords && os.Getenv("VOICESVC_SPEED_STRICT") != "1" {
 								t.Logf("KNOWN %s (%s)", msg, why)
 							} else {
 								t.Error(msg)
@@ -139,7 +144,7 @@ func TestSpeedPerTransport(t *testing.T) {
 			})
 		})
 	}
-	t.Logf("duration × speed ÷ duration at speed 1 (1.000 = exact); words: the largest word-start error:\n%s",
+	t.Logf("duration × speed ÷ duration at speed 1 (1.0000 = exact); words: the largest word-start error:\n%s",
 		strings.Join(table, "\n"))
 }
 
