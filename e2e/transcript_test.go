@@ -91,6 +91,19 @@ func TestRealtimeTranscript(t *testing.T) {
 		t.Logf("rewrote the transcript in %s", realtimeDoc)
 		return
 	}
+	// The prose after the block cites the receipt's values: they must be
+	// those recorded.
+	notes := doc[end:]
+	if i := strings.Index(notes, "\n## "); i >= 0 {
+		notes = notes[:i]
+	}
+	for _, field := range []string{"audio_sent_s", "spoken_until"} {
+		cited := regexp.MustCompile("`" + field + "` ([0-9.]+)").FindStringSubmatch(notes)
+		recorded := regexp.MustCompile(`"` + field + `":([0-9.]+)`).FindStringSubmatch(got)
+		if cited == nil || recorded == nil || cited[1] != recorded[1] {
+			t.Errorf("realtime.md's notes cite %s %v, the session recorded %v", field, cited, recorded)
+		}
+	}
 	if trNormalize(doc[start:end]) == trNormalize(got) {
 		return
 	}
