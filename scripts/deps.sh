@@ -16,7 +16,7 @@ pkgs=(
   sox libsox-fmt-all flac                     # test clips in every container
   nodejs npm                                  # e2e suite with the openai SDK
   chromium                                    # the dashboard's browser test (puppeteer-core)
-  curl ca-certificates
+  curl ca-certificates jq                      # the runnable examples in docs (TestAPIExamples)
 )
 
 missing=()

@@ -210,10 +210,9 @@ func (a *Admission) Done(samples int64) {
 
 // Charge bills chars more characters of a realtime session's text, as it
 // arrives. In enforce mode a charge that is not covered is refused whole.
+// The session's own context: the store bounds its calls itself.
 func (a *Admission) Charge(ctx context.Context, chars int64) (control.Charge, error) {
-	c, cancel := a.s.call(ctx)
-	defer cancel()
-	ch, _, err := a.s.meter.Charge(c, a.ws, chars)
+	ch, _, err := a.s.meter.Charge(ctx, a.ws, chars)
 	return ch, err
 }
 
