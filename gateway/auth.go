@@ -14,7 +14,6 @@ var (
 	bearerPrefix     = []byte("Bearer ")
 	errUnauthorized  = control.Errorf(control.EUnauthorized, "missing or invalid API key")
 	errKeyExpired    = control.Errorf(control.EKeyExpired, "API key expired")
-	errScope         = control.Errorf(control.EInsufficientScope, "the API key lacks the scope this endpoint requires")
 )
 
 // authenticate finds the principal of a request and checks the route's
@@ -58,7 +57,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*control.Pri
 		return nil, err
 	}
 	if !p.Has(rt.scope) {
-		return nil, errScope
+		return nil, scopeError(rt.scope)
 	}
 	return p, nil
 }
@@ -74,3 +73,12 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 
 // authKey resolves an API key (the core's credentials).
 func (s *Server) authKey(key []byte) (*control.Principal, error) { return s.core.AuthKey(key) }
+
+// scopeError names the scope the route needs, so that a client (and the
+// dashboard) can say what the key lacks.
+func scopeError(scope string) error {
+	if scope == control.ScopeAnyKey {
+		return control.Errorf(control.EInsufficientScope, "this endpoint takes an API key of the workspace or its dashboard session")
+	}
+	return control.Errorf(control.EInsufficientScope, "the API key lacks the scope %q this endpoint requires", scope)
+}

@@ -143,3 +143,17 @@ func TestInternalErrorHidesDetail(t *testing.T) {
 		t.Errorf("message %q leaks detail", r.json["message"])
 	}
 }
+
+// TestScopeErrorNamesTheScope: a 403 insufficient_scope says which scope
+// the key lacks (issue 28: the dashboard could not tell).
+func TestScopeErrorNamesTheScope(t *testing.T) {
+	ts := newTestServer(t, "")
+	ttsKey := ts.newKey(ts.ws.ID, []string{control.ScopeTTS}, 0, false)
+	for path, scope := range map[string]string{"/voices": control.ScopeVoicesRead} {
+		r := ts.do("GET", path, ttsKey, nil)
+		r.failure(t, 403, control.EInsufficientScope)
+		if msg, _ := r.json["message"].(string); !strings.Contains(msg, `"`+scope+`"`) {
+			t.Errorf("GET %s: message %q does not name %s", path, msg, scope)
+		}
+	}
+}

@@ -141,7 +141,7 @@ func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFu
 		var err error
 		if rt.auth != nil {
 			if p, err = rt.auth(ctx); err == nil && !p.Has(rt.scope) {
-				p, err = nil, errScope
+				p, err = nil, scopeError(rt.scope)
 			}
 		} else {
 			p, err = s.authenticate(ctx, rt)
