@@ -283,6 +283,49 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.equal(await page.evaluate(() => window.vsPlayground.words), words);
   });
 
+  // Issue 28 item 1: Stop stays while the audio plays (the socket closes
+  // once all audio has arrived), stops it, cancels what is still coming with
+  // task_cancel and shows the cancel receipt.
+  await t.test('Stop stops playback and cancels what is still coming', { timeout: 60_000 }, async () => {
+    await goto('/dashboard/playground?voice=' + cloned);
+    await page.waitForSelector('#p-voice option');
+    await page.click('#play');
+    await page.waitForFunction(() => window.vsPlayground.done && window.vsPlayground.samplesPlayed > 0, { timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 400));
+    const mid = await page.evaluate(() => ({ played: window.vsPlayground.samplesPlayed, in: window.vsPlayground.samplesIn,
+      stop: document.getElementById('stop').disabled }));
+    assert.ok(mid.played < mid.in, `still playing: ${mid.played} of ${mid.in}`);
+    assert.equal(mid.stop, false, 'Stop is enabled while the audio plays, after all of it arrived');
+    await page.click('#stop');
+    await page.waitForFunction(() => document.getElementById('state').textContent === 'stopped');
+    const p1 = await page.evaluate(() => window.vsPlayground.samplesPlayed);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(await page.evaluate(() => window.vsPlayground.samplesPlayed), p1, 'the audio stopped');
+    assert.ok(p1 < mid.in, 'stopped before the end');
+    assert.match(await page.$eval('#receipt', (e) => e.textContent), /Stopped after [\d.]+ s .*nothing was left to cancel/);
+    assert.equal(await page.$eval('#stop', (b) => b.disabled), true);
+    await shot('playground-stopped');
+
+    // A long text: Stop right after the first audio cancels the rest.
+    const long = Array.from({ length: 60 }, (_, i) => `Sentence number ${i + 1} of the long text, which goes on for a while.`).join(' ');
+    await page.$eval('#p-text', (t, v) => { t.value = v; }, long);
+    await page.click('#play');
+    await page.waitForFunction(() => window.vsPlayground.samplesIn > 0, { timeout: 30_000 });
+    await page.click('#stop');
+    await page.waitForFunction(() => document.getElementById('state').textContent === 'stopped', { timeout: 10_000 });
+    const st = await page.evaluate(() => window.vsPlayground);
+    assert.ok(st.cancelled, 'task_cancelled came: ' + JSON.stringify(st));
+    assert.equal(st.done, false, 'cancelled before task_done');
+    assert.ok(st.cancelled.audio_sent_s > 0 && st.cancelled.sentences_dropped > 0, JSON.stringify(st.cancelled));
+    const receipt = await page.$eval('#receipt', (e) => e.textContent);
+    assert.match(receipt, /Cancelled: the service had sent [\d.]+ s of audio/);
+    assert.match(receipt, /sentences were not spoken/);
+    const p2 = await page.evaluate(() => window.vsPlayground.samplesPlayed);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(await page.evaluate(() => window.vsPlayground.samplesPlayed), p2, 'the audio stopped');
+    await shot('playground-cancelled');
+  });
+
   await t.test('usage on the overview grew', async () => {
     await goto('/dashboard/');
     await page.waitForFunction(() => document.getElementById('usage-facts').getAttribute('aria-busy') === 'false');
