@@ -177,6 +177,22 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.equal(list.status, 403, 'keys cannot manage keys');
   });
 
+  // Issue 28 item 2: a workspace without voices of its own gets a voice of
+  // the text's language, not the catalog's first (Lukas, German).
+  await t.test('the playground picks a voice of the text\'s language', async () => {
+    await goto('/dashboard/playground');
+    await page.waitForSelector('#p-voice option');
+    const pick = () => page.$eval('#p-voice', (s) => ({ lang: s.selectedOptions[0].dataset.lang, name: s.selectedOptions[0].textContent }));
+    const en = await pick();
+    assert.match(en.lang, /^en/, 'English text, an English voice: ' + JSON.stringify(en));
+    assert.match(await page.$eval('#p-voice-hint', (e) => e.textContent), /English/);
+    await shot('playground-default-voice');
+    await page.$eval('#p-text', (t) => { t.value = 'Guten Morgen! Das ist ein kurzer Satz, und er ist nicht englisch.'; t.dispatchEvent(new Event('input')); });
+    assert.match((await pick()).lang, /^de/, 'German text, a German voice');
+    await page.$eval('#p-text', (t) => { t.value = 'Hola, ¿qué tal? Esta es una prueba de la voz.'; t.dispatchEvent(new Event('input')); });
+    assert.match((await pick()).lang, /^es/, 'Spanish text, a Spanish voice');
+  });
+
   await t.test('clones a voice from a WAV made now', { timeout: 120_000 }, async () => {
     const wav = join(dir, 'me.wav');
     await run('espeak-ng', ['-v', 'en', '-p', '45', '-w', wav,

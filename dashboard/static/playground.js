@@ -25,6 +25,53 @@
   let taskOpen = false;   // the context may still send: task_cancel applies
   let heardS = 0;         // seconds played when Stop was pressed
 
+  // A simple guess at the text's language, from its script and its most
+  // common words; '' when nothing stands out.
+  const COMMON = {
+    en: 'the and is are this that with you it of to in for on was be as each',
+    de: 'der die das und ist nicht ein eine ich sie es mit zu den von auf wie',
+    es: 'el la los las y es que de en un una por con no para se del',
+    fr: 'le la les et est un une des que de en pas pour dans ce il qui',
+    it: 'il lo la gli le e è che di un una per non con sono del',
+    pt: 'o a os as e é que de um uma em não para com do da se',
+  };
+  const LANG_NAMES = { en: 'English', de: 'German', es: 'Spanish', fr: 'French', it: 'Italian', pt: 'Portuguese', hi: 'Hindi' };
+  function detectLanguage(text) {
+    if (/[\u0900-\u097F]/.test(text)) return 'hi';
+    const words = text.toLowerCase().match(/\p{L}+/gu) || [];
+    let best = '', score = 0;
+    for (const [lang, list] of Object.entries(COMMON)) {
+      const set = new Set(list.split(' '));
+      let n = words.filter((w) => set.has(w)).length;
+      if (lang === 'de' && /[äöüß]/i.test(text)) n += 2;
+      if (lang === 'es' && /[ñ¿¡]/i.test(text)) n += 2;
+      if (lang === 'pt' && /[ãõ]/i.test(text)) n += 2;
+      if (lang === 'fr' && /[çêœ]/i.test(text)) n += 1;
+      if (n > score) { best = lang; score = n; }
+    }
+    return best;
+  }
+
+  // pickVoice selects a voice of the text's language (own voices first),
+  // else of the page's language, until the person chooses one.
+  let chosen = false;
+  function pickVoice() {
+    if (chosen) return;
+    const guessed = detectLanguage($('p-text').value);
+    const page = (document.documentElement.lang || navigator.language || 'en').split('-')[0];
+    const opts = [...voiceSel.options];
+    const base = (o) => (o.dataset.lang || '').split('-')[0].toLowerCase();
+    for (const lang of [guessed, page].filter(Boolean)) {
+      const o = opts.find((x) => base(x) === lang);
+      if (o) {
+        voiceSel.value = o.value;
+        $('p-voice-hint').textContent = 'Chosen for ' + (guessed === lang ? 'the text\'s language' : 'this page\'s language') +
+          ' (' + (LANG_NAMES[lang] || lang) + '); choose any other.';
+        return;
+      }
+    }
+  }
+
   async function loadVoices() {
     try {
       const d = await api('GET', '/voices?status=ready&page_size=100');
@@ -34,9 +81,11 @@
         el('option', { value: v.id, 'data-lang': v.primary_language, text: v.name + ' (' + v.primary_language + ')' }))) : null;
       voiceSel.replaceChildren(...[group('My voices', mine), group('Catalog', cat)].filter(Boolean));
       const want = new URLSearchParams(location.search).get('voice');
-      if (want) voiceSel.value = want;
+      if (want && d.voices.some((v) => v.id === want)) { voiceSel.value = want; chosen = true; } else pickVoice();
     } catch (e) { fail(e); }
   }
+  voiceSel.addEventListener('change', () => { chosen = true; $('p-voice-hint').textContent = ''; });
+  $('p-text').addEventListener('input', pickVoice);
 
   function setState(s) { $('state').textContent = s; }
 
