@@ -142,6 +142,15 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.match(text, /pro/);
     assert.match(text, /Characters per day/);
     assert.equal(await page.$$eval('#chart rect', (r) => r.length), 30);
+    // Issue 28 item 3: the empty chart has axes, dates and a hint.
+    const axes = await page.evaluate(() => ({ empty: !document.getElementById('chart-empty').hidden,
+      hint: document.getElementById('chart-empty').textContent, first: document.getElementById('x-first').textContent,
+      last: document.getElementById('x-last').textContent, ymax: document.getElementById('y-max').textContent }));
+    assert.ok(axes.empty, 'no usage yet: the hint shows');
+    assert.match(axes.hint, /playground/);
+    assert.match(axes.first, /^[A-Z][a-z]{2} \d{1,2}$/, 'a date under the first bar: ' + axes.first);
+    assert.match(axes.last, /^today, [A-Z][a-z]{2} \d{1,2}$/);
+    assert.equal(axes.ymax, '1,000');
     await shot('overview');
     await axe('overview');
   });
@@ -205,6 +214,29 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForSelector('#voice-list li');
     await shot('voices');
     await axe('voices');
+    // Issue 28 item 3: the clone form is reachable from the top.
+    const cards = await page.$$eval('#voice-list li', (l) => l.length);
+    const top = await page.$eval('a[href="#clone-h"]', (a) => a.getBoundingClientRect().top);
+    assert.ok(top < 300, `the clone link is at the top (${top} px), above ${cards} cards`);
+    await page.click('a[href="#clone-h"]');
+    await page.waitForFunction(() => { const r = document.getElementById('clone-form').getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; });
+    await page.screenshot({ path: join(ARTIFACTS, 'voices-clone-link.png') });
+    // Issue 28 item 3: empty lists say what to do next.
+    await page.select('#f-owner', 'own');
+    await page.waitForFunction(() => !document.getElementById('voice-empty').hidden);
+    assert.match(await page.$eval('#voice-empty', (e) => e.textContent), /no voices of your own yet/);
+    assert.ok(await page.$('#voice-empty a[href="#clone-h"]'), 'the empty list links to the clone form');
+    await shot('voices-empty-own');
+    await axe('voices, empty');
+    await page.select('#f-owner', 'all');
+    await page.type('#f-lang', 'zz');
+    await page.$eval('#f-lang', (i) => i.dispatchEvent(new Event('change')));
+    await page.waitForFunction(() => /match these filters/.test(document.getElementById('voice-empty').textContent) &&
+      !document.getElementById('voice-empty').hidden);
+    await shot('voices-empty-filtered');
+    await page.click('#voice-empty button');
+    await page.waitForFunction((n) => document.querySelectorAll('#voice-list li').length === n, {}, cards);
+    assert.equal(await page.$eval('#f-lang', (i) => i.value), '');
     await page.type('#c-name', 'My browser voice');
     const input = await page.$('#c-file');
     await input.uploadFile(wav);
@@ -348,6 +380,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     const used = await page.$eval('#u-used', (e) => Number(e.textContent.replace(/[^0-9]/g, '')));
     assert.ok(used > 0, 'used ' + used);
     assert.ok(await page.$$eval('#chart rect:not(.zero)', (r) => r.length) >= 1, 'a bar for today');
+    assert.equal(await page.$eval('#chart-empty', (e) => e.hidden), true, 'no hint once there is usage');
     await shot('overview-used');
   });
 

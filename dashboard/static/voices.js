@@ -62,8 +62,36 @@
   function render() {
     const vs = visible();
     list.replaceChildren(...vs.map(card));
-    document.getElementById('voice-count').textContent = vs.length + (vs.length === 1 ? ' voice' : ' voices') + ' shown.';
+    document.getElementById('voice-count').textContent = vs.length ? vs.length + (vs.length === 1 ? ' voice' : ' voices') + ' shown.' : '';
     more.hidden = !hasMore;
+    empty(vs.length === 0);
+  }
+
+  // The empty list says why and what to do next.
+  function empty(none) {
+    const box = document.getElementById('voice-empty');
+    box.hidden = !none;
+    if (!none) return;
+    const filtered = ['f-text', 'f-status', 'f-lang'].some((id) => document.getElementById(id).value.trim());
+    const owner = document.getElementById('f-owner').value;
+    const clone = el('a', { href: '#clone-h', class: 'button primary' }, 'Clone a voice');
+    const remix = el('a', { href: '#create-h', class: 'button' }, 'Create one from a catalog voice');
+    const clear = el('button', { type: 'button', onclick: clearFilters }, 'Clear the filters');
+    if (filtered) {
+      box.replaceChildren(el('p', { text: 'No voices match these filters.' }), el('div', { class: 'row' }, clear, clone));
+    } else if (owner === 'own') {
+      box.replaceChildren(el('p', { text: 'You have no voices of your own yet. Clone your voice from a recording of 10 seconds or more, or create one from a catalog voice with your own name and settings.' }),
+        el('div', { class: 'row' }, clone, remix));
+    } else {
+      box.replaceChildren(el('p', { text: 'No voices here yet. Clone your first voice from a recording, or ask your operator to enable the catalog.' }),
+        el('div', { class: 'row' }, clone));
+    }
+  }
+
+  function clearFilters() {
+    for (const id of ['f-text', 'f-status', 'f-lang']) document.getElementById(id).value = '';
+    document.getElementById('f-owner').value = 'all';
+    load(true);
   }
 
   // preview plays the voice's sample clip when it has one, else speaks a
