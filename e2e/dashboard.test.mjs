@@ -84,6 +84,23 @@ async function axe(label) {
   assert.deepEqual(bad, [], `${label}: axe violations ${JSON.stringify(bad)}`);
 }
 
+// idsWhole: every id on the page is on one line, whole or cut with an
+// ellipsis, inside the screen, with a copy button (issue 28 item 4).
+async function idsWhole(label) {
+  const ids = await page.$$eval('code.id', (cs) => cs.filter((c) => c.offsetParent).map((c) => {
+    const r = c.getBoundingClientRect(), cs2 = getComputedStyle(c);
+    return { text: c.textContent, ws: cs2.whiteSpace, lines: c.getClientRects().length, h: r.height,
+      fs: parseFloat(cs2.fontSize), right: r.right, copy: !!c.parentElement.querySelector('button.copy') };
+  }));
+  assert.ok(ids.length > 0, label + ': ids shown');
+  for (const i of ids) {
+    assert.equal(i.ws, 'nowrap', label + ': ' + JSON.stringify(i));
+    assert.ok(i.lines === 1 && i.h < i.fs * 2, label + ': one line: ' + JSON.stringify(i));
+    assert.ok(i.right <= await page.evaluate(() => window.innerWidth), label + ': in the screen: ' + JSON.stringify(i));
+    assert.ok(i.copy, label + ': a copy button');
+  }
+}
+
 async function usedChars() {
   const r = await page.evaluate(async (api) => (await (await fetch(api + '/usage')).json()).data, API);
   return r;
@@ -151,6 +168,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.match(axes.first, /^[A-Z][a-z]{2} \d{1,2}$/, 'a date under the first bar: ' + axes.first);
     assert.match(axes.last, /^today, [A-Z][a-z]{2} \d{1,2}$/);
     assert.equal(axes.ymax, '1,000');
+    await idsWhole('overview');
     await shot('overview');
     await axe('overview');
   });
@@ -180,6 +198,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.click('#copy-key');
     await shot('keys-created');
     await axe('keys');
+    await idsWhole('keys');
     const r = await curl('-H', 'X-API-Key: ' + key, base + API + '/voices?page_size=5');
     assert.equal(r.status, 200, r.body);
     const list = await curl('-H', 'X-API-Key: ' + key, base + API + '/keys');
@@ -221,6 +240,13 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.click('a[href="#clone-h"]');
     await page.waitForFunction(() => { const r = document.getElementById('clone-form').getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; });
     await page.screenshot({ path: join(ARTIFACTS, 'voices-clone-link.png') });
+    // Issue 28 item 4: labels read as words, ids stay whole.
+    const labels = await page.$$eval('#voice-list .labels', (p) => p.map((x) => x.textContent));
+    assert.ok(labels.length > 0);
+    for (const l of labels.flatMap((x) => x.split(', '))) assert.match(l, /^[A-Z][a-z]*( [a-z]+)*: [A-Z][^_]*$/, 'humanized: ' + l);
+    assert.ok(labels.some((l) => /Use case: [A-Z]/.test(l)), labels.join(' | '));
+    assert.ok(labels.some((l) => /Accent: Latin American/.test(l)), labels.join(' | '));
+    await idsWhole('voices');
     // Issue 28 item 3: empty lists say what to do next.
     await page.select('#f-owner', 'own');
     await page.waitForFunction(() => !document.getElementById('voice-empty').hidden);
@@ -410,6 +436,10 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
         return { px: document.documentElement.scrollWidth - window.innerWidth, wide };
       });
       assert.ok(over.px <= 0, `${name}: ${over.px} px wider than the screen: ${over.wide}`);
+      if (name === 'keys' || name === 'voices' || name === 'overview') {
+        if (name === 'keys') await page.waitForSelector('#key-rows tr[data-key-id]');
+        await idsWhole(name + ' at 375 px');
+      }
     }
     await page.keyboard.press('Tab');
     const skip = await page.evaluate(() => ({ cls: document.activeElement.className,

@@ -102,7 +102,32 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// idChip shows an id whole on one line (cut with an ellipsis when the
+// space is short; the title and the copy button give all of it).
+function idChip(id, what) {
+  const btn = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy the id' + (what ? ' of ' + what : '') }, 'Copy');
+  btn.addEventListener('click', async () => {
+    let ok = false;
+    try { await navigator.clipboard.writeText(id); ok = true; } catch (e) { /* below */ }
+    if (!ok) {
+      const t = el('textarea', { class: 'vh', readonly: true });
+      t.value = id; document.body.append(t); t.select();
+      try { ok = document.execCommand('copy'); } catch (e) { /* */ }
+      t.remove();
+    }
+    btn.textContent = ok ? 'Copied' : 'Select it';
+    setTimeout(() => { btn.textContent = 'Copy'; }, 2000);
+  });
+  return el('span', { class: 'idchip' }, el('code', { class: 'id', title: id, text: id }), btn);
+}
+
+// Ids written by the server into the page get the same treatment.
+for (const c of document.querySelectorAll('code.id:not(.idchip code)')) {
+  const chip = idChip(c.textContent);
+  c.replaceWith(chip);
+}
+
 function fmtNum(n) { return Number(n).toLocaleString('en'); }
 function fmtTime(ms) { return ms ? new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC' : 'never'; }
 
-window.vs = { api, notice, fail, el, fmtNum, fmtTime, ApiError, errorFrom };
+window.vs = { api, notice, fail, el, fmtNum, fmtTime, ApiError, errorFrom, idChip };

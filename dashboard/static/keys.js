@@ -1,7 +1,7 @@
 // API keys: create (the secret is shown once), list, revoke.
 'use strict';
 (function () {
-  const { api, notice, fail, el, fmtTime } = window.vs;
+  const { api, notice, fail, el, fmtTime, idChip } = window.vs;
   const rows = document.getElementById('key-rows');
 
   function status(k) {
@@ -16,7 +16,7 @@
     const revoke = dead ? '' : el('button', { type: 'button', class: 'danger', 'aria-label': 'Revoke key ' + name,
       onclick: () => revokeKey(k, name) }, 'Revoke');
     return el('tr', { 'data-key-id': k.id },
-      el('td', { class: dead ? 'revoked' : null }, name, el('br'), el('code', { text: k.id })),
+      el('td', { class: dead ? 'revoked' : null }, name, el('br'), idChip(k.id, 'key ' + name)),
       el('td', { text: k.legacy ? 'all (legacy)' : k.scopes.join(', ') }),
       el('td', { text: fmtTime(k.created_at) }),
       el('td', { text: fmtTime(k.expires_at) }),

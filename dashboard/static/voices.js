@@ -2,7 +2,7 @@
 // clone by upload with live job progress; remix of a ready voice.
 'use strict';
 (function () {
-  const { api, notice, fail, el } = window.vs;
+  const { api, notice, fail, el, idChip } = window.vs;
   const WS = document.body.dataset.workspace;
   const list = document.getElementById('voice-list');
   const more = document.getElementById('more');
@@ -41,8 +41,15 @@
       (owner === 'all' || (owner === 'own') === own(v)));
   }
 
+  // Labels read as words: use_case: news -> Use case: News, latin_american
+  // -> Latin American.
+  const words = (x) => String(x).replace(/[_-]+/g, ' ').trim();
+  const sentence = (x) => { const w = words(x); return w.charAt(0).toUpperCase() + w.slice(1); };
+  const title = (x) => words(x).replace(/(^|\s)(\p{Ll})/gu, (m, sp, c) => sp + c.toUpperCase());
+  function humanLabel(l) { return sentence(l.key) + ': ' + title(l.value); }
+
   function card(v) {
-    const label = (v.labels || []).map((l) => l.key + ': ' + l.value).join(', ');
+    const label = (v.labels || []).map(humanLabel).join(', ');
     const actions = el('div', { class: 'row' });
     if (v.status === 'ready') {
       actions.append(el('button', { type: 'button', 'aria-label': 'Preview ' + v.name, onclick: () => preview(v) }, 'Preview'));
@@ -55,7 +62,8 @@
       el('h3', { text: v.name }),
       el('p', { class: 'meta' }, el('span', { class: 'badge ' + v.status, text: v.status }), ' ',
         (own(v) ? 'yours' : 'catalog') + ' · ' + v.primary_language + (v.alias ? ' · ' + v.alias : '')),
-      label ? el('p', { class: 'meta', text: label }) : null,
+      label ? el('p', { class: 'meta labels', text: label }) : null,
+      el('p', { class: 'meta' }, idChip(v.id, v.name)),
       actions);
   }
 
