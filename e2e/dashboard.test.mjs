@@ -312,6 +312,16 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /Cloning failed/.test(document.getElementById('notice').textContent), { timeout: 60_000 });
     const msg = await page.$eval('#notice', (e) => e.textContent);
     assert.doesNotMatch(msg, /[{}]/, 'no JSON in the message: ' + msg);
+    // Issue 28 item 4: the bar shows the failure (red, full) and its reason.
+    const job = await page.evaluate(() => ({ cls: document.getElementById('job').className, value: document.getElementById('job-progress').value,
+      status: document.getElementById('job-status').textContent, label: document.getElementById('job-label').textContent,
+      bar: getComputedStyle(document.getElementById('job-progress'), '::-webkit-progress-value').backgroundColor }));
+    assert.match(job.cls, /\bfailed\b/, JSON.stringify(job));
+    assert.equal(job.value, 100);
+    assert.match(job.status, /^Cloning failed: \S.{8,}/, 'the reason: ' + job.status);
+    assert.match(job.label, /Could not clone/);
+    await page.$eval('#job', (e) => e.scrollIntoView());
+    await page.screenshot({ path: join(ARTIFACTS, 'voices-clone-failed.png') });
     await shot('voices-error');
     // Filters: the catalog alone.
     await page.select('#f-owner', 'catalog');

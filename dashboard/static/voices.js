@@ -169,6 +169,7 @@
     const button = f.querySelector('button[type=submit]');
     button.disabled = true;
     notice('');
+    box.classList.remove('failed');
     try {
       const d = await api('POST', '/voices/clone', fd);
       box.hidden = false;
@@ -193,7 +194,11 @@
       if (j.status === 'succeeded') { bar.value = 100; st.textContent = 'Ready: the voice can speak now.'; return; }
       if (j.status === 'failed' || j.status === 'cancelled' || j.status === 'expired') {
         const why = j.error && j.error.message ? j.error.message : j.status;
-        st.textContent = 'Cloning failed: ' + why;
+        // The bar turns red and full, and says why.
+        bar.value = 100;
+        bar.closest('.job').classList.add('failed');
+        document.getElementById('job-label').textContent = document.getElementById('job-label').textContent.replace(/^Cloning/, 'Could not clone');
+        st.textContent = 'Cloning failed: ' + why.charAt(0).toUpperCase() + why.slice(1) + '.';
         throw new window.vs.ApiError('Cloning failed: ' + why + '. Try a longer, clearer recording.', 'job_failed', 0);
       }
       st.textContent = (j.status === 'pending' ? 'Queued' : 'Working') + ': ' + (j.progress || 0) + '%';
