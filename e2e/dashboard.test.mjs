@@ -365,6 +365,12 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
     assert.equal(await page.$$eval('#words span', (s) => s.length), words, 'one span per word');
     assert.equal(await page.evaluate(() => window.vsPlayground.words), words);
+    // Issue 28 item 4: the text between the words, punctuation included,
+    // is shown (from the words' char_start/char_end).
+    const norm = (x) => x.replace(/\s+/g, ' ').trim();
+    assert.equal(norm(await page.$eval('#words', (e) => e.textContent)), norm(text), 'the words read as the text, punctuation and all');
+    assert.ok(await page.$$eval('#words span', (s) => s.every((x) => /^[\p{L}\p{N}'’-]+$/u.test(x.textContent))), 'punctuation outside the word spans');
+    await shot('playground-punctuation');
   });
 
   // Issue 28 item 1: Stop stays while the audio plays (the socket closes

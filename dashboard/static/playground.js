@@ -22,6 +22,7 @@
   let spans = [];         // {span, si, start, end} in stream seconds once known
   let timed = new Set();  // sentences with word timestamps
   let chars = [];         // the text sent, in code points (word offsets count them)
+  let shown = 0;          // code points of the text shown so far
   let taskOpen = false;   // the context may still send: task_cancel applies
   let heardS = 0;         // seconds played when Stop was pressed
 
@@ -181,13 +182,22 @@
   // Word times are seconds from the start of the context's audio; a word's
   // end_s is where its audio is known to end when it is sent, so a word is
   // highlighted until the next word of its sentence starts.
+  // The text between words (spaces, punctuation) comes from the text sent,
+  // by the words' char_start/char_end offsets (code points).
+  function showText(upTo) {
+    if (upTo > shown) { wordsEl.append(chars.slice(shown, upTo).join('')); shown = upTo; }
+  }
+
   function addWords(si, words) {
     timed.add(si);
     for (const w of words) {
       const prev = spans[spans.length - 1];
       if (prev && prev.abs && prev.si === si) prev.end = Math.max(prev.end, w.start_s);
-      const span = el('span', { 'data-sentence': si, text: w.word });
-      wordsEl.append(span, ' ');
+      const offsets = Number.isInteger(w.char_start) && Number.isInteger(w.char_end) && w.char_start >= shown;
+      if (offsets) showText(w.char_start); else if (shown > 0 || wordsEl.childNodes.length) wordsEl.append(' ');
+      const span = el('span', { 'data-sentence': si, text: offsets ? chars.slice(w.char_start, w.char_end).join('') : w.word });
+      wordsEl.append(span);
+      if (offsets) shown = w.char_end;
       spans.push({ span, si, start: w.start_s, end: w.end_s, abs: true });
       st.words++;
     }
@@ -218,6 +228,7 @@
       case 'task_done':
         st.done = true;
         taskOpen = false;
+        if (timed.size) showText(chars.length);
         setState('all audio received');
         ws.send(JSON.stringify({ type: 'session_end' }));
         break;
@@ -258,7 +269,7 @@
     stop();
     notice('');
     Object.assign(st, { samplesIn: 0, samplesPlayed: 0, ttfaMs: null, chunks: 0, words: 0, done: false, stopped: false, cancelled: null });
-    sentenceStart = {}; spans = []; timed = new Set();
+    sentenceStart = {}; spans = []; timed = new Set(); shown = 0;
     $('receipt').hidden = true;
     wordsEl.replaceChildren();
     $('ttfa').textContent = '–';
