@@ -285,6 +285,9 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     // Settings: a dialog, saved with PATCH.
     await page.click(`${card} button[aria-label^="Settings"]`);
     await page.waitForSelector('#settings[open]');
+    // Issue 28 item 4: the fields show the current or default values.
+    assert.deepEqual(await page.$$eval('#settings-form input[type=number]', (is) => is.map((i) => [i.name, i.value])),
+      [['speed', '1'], ['pitch', '0'], ['style', '0.5'], ['volume', '1']]);
     await page.$eval('#s-speed', (i) => { i.value = ''; });
     await page.type('#s-speed', '1.25');
     await shot('voices-settings');
@@ -292,6 +295,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /saved/.test(document.getElementById('notice').textContent));
     const v = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, cloned);
     assert.equal(v.settings.speed, 1.25);
+    assert.equal(v.settings.pitch, undefined, 'defaults shown are not stored');
     // A remix of the clone, then deleted (the confirm dialog is accepted).
     await page.type('#n-name', 'Faster me');
     await page.select('#n-base', cloned);

@@ -133,11 +133,14 @@
 
   const dialog = document.getElementById('settings');
   const sform = document.getElementById('settings-form');
+  // What a voice does without a setting (docs/api.md, Voice settings; the
+  // engine's expressiveness is 0.5): shown in the fields, stored only when changed.
+  const DEFAULTS = { speed: 1, pitch: 0, style: 0.5, volume: 1 };
   function openSettings(v) {
     editing = v;
     const s = v.settings || {};
     sform.elements.name.value = v.name;
-    for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? '';
+    for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? DEFAULTS[k];
     dialog.showModal();
   }
   document.getElementById('settings-cancel').addEventListener('click', () => dialog.close());
@@ -147,7 +150,7 @@
     const settings = Object.assign({}, v.settings || {});
     for (const k of ['speed', 'pitch', 'style', 'volume']) {
       const raw = sform.elements[k].value;
-      if (raw === '') delete settings[k]; else settings[k] = Number(raw);
+      if (raw === '' || (!(k in (v.settings || {})) && Number(raw) === DEFAULTS[k])) delete settings[k]; else settings[k] = Number(raw);
     }
     try {
       await api('PATCH', '/voices/' + v.id, { name: sform.elements.name.value, settings });
