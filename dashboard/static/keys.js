@@ -43,9 +43,15 @@
   document.getElementById('key-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const f = ev.target;
+    // A key needs a name: an unnamed key cannot be told apart later.
+    const nameErr = document.getElementById('key-name-error');
+    const named = f.name.value.trim() !== '';
+    nameErr.hidden = named;
+    if (named) f.name.removeAttribute('aria-invalid'); else f.name.setAttribute('aria-invalid', 'true');
+    if (!named) { f.name.focus(); return; }
     const scopes = [...f.querySelectorAll('input[name=scopes]:checked')].map((c) => c.value);
     if (!scopes.length) { notice('Choose at least one scope.'); return; }
-    const body = { name: f.name.value, scopes, expires_in_s: f.expiry.value ? Number(f.expiry.value) : null };
+    const body = { name: f.name.value.trim(), scopes, expires_in_s: f.expiry.value ? Number(f.expiry.value) : null };
     try {
       const k = await api('POST', '/keys', body);
       notice('');

@@ -112,7 +112,7 @@
         const res = await fetch(document.body.dataset.api + '/voices/' + v.id + '/speak', {
           method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
           body: JSON.stringify({ text: 'Hello, this is ' + v.name + '.', output_format: 'wav', language: v.primary_language }) });
-        if (!res.ok) { let j = null; try { j = await res.json(); } catch (e) { /* */ } throw window.vs.errorFrom(res.status, j); }
+        if (!res.ok) { let j = null; try { j = await res.json(); } catch (e) { /* */ } throw window.vs.errorFrom(res.status, j, 'tts'); }
         src = URL.createObjectURL(await res.blob());
       }
       player.hidden = false;
