@@ -504,6 +504,19 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
         if (name === 'keys') await page.waitForSelector('#key-rows tr[data-key-id]');
         await idsWhole(name + ' at 375 px');
       }
+      if (name === 'keys') {
+        // Issue 28 item 5: every column of a live key is in view, Revoke too.
+        const cells = await page.evaluate(() => {
+          const row = [...document.querySelectorAll('#key-rows tr[data-key-id]')].find((r) => r.querySelector('button.danger'));
+          return ['Name', 'Scopes', 'Created', 'Expires', 'Status'].map((l) => row.querySelector(`td[data-label="${l}"]`))
+            .concat([row.querySelector('button.danger')]).map((e) => {
+              const r = e.getBoundingClientRect();
+              return { what: e.dataset.label || e.textContent, label: getComputedStyle(e, '::before').content, left: r.left, right: r.right, w: r.width };
+            });
+        });
+        for (const c of cells) assert.ok(c.w > 0 && c.left >= 0 && c.right <= 375, 'in view at 375 px: ' + JSON.stringify(c));
+        for (const c of cells.slice(1, 5)) assert.equal(c.label, `"${c.what}"`, 'each cell named');
+      }
     }
     await page.keyboard.press('Tab');
     const skip = await page.evaluate(() => ({ cls: document.activeElement.className,

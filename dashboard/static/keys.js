@@ -15,13 +15,14 @@
     const name = k.name || '(unnamed)';
     const revoke = dead ? '' : el('button', { type: 'button', class: 'danger', 'aria-label': 'Revoke key ' + name,
       onclick: () => revokeKey(k, name) }, 'Revoke');
+    // data-label names each cell where the table stacks (narrow screens).
     return el('tr', { 'data-key-id': k.id },
-      el('td', { class: dead ? 'revoked' : null }, name, el('br'), idChip(k.id, 'key ' + name)),
-      el('td', { text: k.legacy ? 'all (legacy)' : k.scopes.join(', ') }),
-      el('td', { text: fmtTime(k.created_at) }),
-      el('td', { text: fmtTime(k.expires_at) }),
-      el('td', { text: status(k) }),
-      el('td', {}, revoke));
+      el('td', { class: dead ? 'revoked' : null, 'data-label': 'Name' }, el('div', {}, name, el('br'), idChip(k.id, 'key ' + name))),
+      el('td', { 'data-label': 'Scopes', text: k.legacy ? 'all (legacy)' : k.scopes.join(', ') }),
+      el('td', { 'data-label': 'Created', text: fmtTime(k.created_at) }),
+      el('td', { 'data-label': 'Expires', text: fmtTime(k.expires_at) }),
+      el('td', { 'data-label': 'Status', text: status(k) }),
+      el('td', { 'data-label': 'Actions', class: 'actions-cell' }, revoke));
   }
 
   async function load() {
