@@ -85,6 +85,23 @@ async function axe(label) {
   assert.deepEqual(bad, [], `${label}: axe violations ${JSON.stringify(bad)}`);
 }
 
+// idsWhole: every id on the page is on one line, whole or cut with an
+// ellipsis, inside the screen, with a copy button (issue 28 item 4).
+async function idsWhole(label) {
+  const ids = await page.$$eval('code.id', (cs) => cs.filter((c) => c.offsetParent).map((c) => {
+    const r = c.getBoundingClientRect(), cs2 = getComputedStyle(c);
+    return { text: c.textContent, ws: cs2.whiteSpace, lines: c.getClientRects().length, h: r.height,
+      fs: parseFloat(cs2.fontSize), right: r.right, copy: !!c.parentElement.querySelector('button.copy') };
+  }));
+  assert.ok(ids.length > 0, label + ': ids shown');
+  for (const i of ids) {
+    assert.equal(i.ws, 'nowrap', label + ': ' + JSON.stringify(i));
+    assert.ok(i.lines === 1 && i.h < i.fs * 2, label + ': one line: ' + JSON.stringify(i));
+    assert.ok(i.right <= await page.evaluate(() => window.innerWidth), label + ': in the screen: ' + JSON.stringify(i));
+    assert.ok(i.copy, label + ': a copy button');
+  }
+}
+
 async function usedChars() {
   const r = await page.evaluate(async (api) => (await (await fetch(api + '/usage')).json()).data, API);
   return r;
@@ -143,6 +160,16 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     assert.match(text, /pro/);
     assert.match(text, /Characters per day/);
     assert.equal(await page.$$eval('#chart rect', (r) => r.length), 30);
+    // Issue 28 item 3: the empty chart has axes, dates and a hint.
+    const axes = await page.evaluate(() => ({ empty: !document.getElementById('chart-empty').hidden,
+      hint: document.getElementById('chart-empty').textContent, first: document.getElementById('x-first').textContent,
+      last: document.getElementById('x-last').textContent, ymax: document.getElementById('y-max').textContent }));
+    assert.ok(axes.empty, 'no usage yet: the hint shows');
+    assert.match(axes.hint, /playground/);
+    assert.match(axes.first, /^[A-Z][a-z]{2} \d{1,2}$/, 'a date under the first bar: ' + axes.first);
+    assert.match(axes.last, /^today, [A-Z][a-z]{2} \d{1,2}$/);
+    assert.equal(axes.ymax, '1,000');
+    await idsWhole('overview');
     await shot('overview');
     await axe('overview');
   });
@@ -172,10 +199,44 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.click('#copy-key');
     await shot('keys-created');
     await axe('keys');
+    await idsWhole('keys');
+    // Issue 28 item 6: a key needs a name.
+    const rowsBefore = await page.$$eval('#key-rows tr[data-key-id]', (r) => r.length);
+    await page.$eval('#key-name', (i) => { i.value = '  '; });
+    await page.click('#key-form button[type=submit]');
+    await page.waitForFunction(() => !document.getElementById('key-name-error').hidden);
+    assert.equal(await page.$eval('#key-name', (i) => i.getAttribute('aria-invalid')), 'true');
+    assert.equal(await page.evaluate(() => document.activeElement.id), 'key-name', 'the name field has the focus');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal(await page.$$eval('#key-rows tr[data-key-id]', (r) => r.length), rowsBefore, 'no unnamed key made');
+    assert.equal(await page.$$eval('#key-rows td', (t) => t.some((x) => /\(unnamed\)/.test(x.textContent))), false);
+    await shot('keys-name-required');
+    await axe('keys with the name error');
+    // A named key, kept active for the 375 px check.
+    await page.type('#key-name', 'phone check');
+    await page.click('#key-form button[type=submit]');
+    await page.waitForFunction((n) => document.querySelectorAll('#key-rows tr[data-key-id]').length === n + 1, {}, rowsBefore);
+    assert.equal(await page.$eval('#key-name-error', (e) => e.hidden), true);
     const r = await curl('-H', 'X-API-Key: ' + key, base + API + '/voices?page_size=5');
     assert.equal(r.status, 200, r.body);
     const list = await curl('-H', 'X-API-Key: ' + key, base + API + '/keys');
     assert.equal(list.status, 403, 'keys cannot manage keys');
+  });
+
+  // Issue 28 item 2: a workspace without voices of its own gets a voice of
+  // the text's language, not the catalog's first (Lukas, German).
+  await t.test('the playground picks a voice of the text\'s language', async () => {
+    await goto('/dashboard/playground');
+    await page.waitForSelector('#p-voice option');
+    const pick = () => page.$eval('#p-voice', (s) => ({ lang: s.selectedOptions[0].dataset.lang, name: s.selectedOptions[0].textContent }));
+    const en = await pick();
+    assert.match(en.lang, /^en/, 'English text, an English voice: ' + JSON.stringify(en));
+    assert.match(await page.$eval('#p-voice-hint', (e) => e.textContent), /English/);
+    await shot('playground-default-voice');
+    await page.$eval('#p-text', (t) => { t.value = 'Guten Morgen! Das ist ein kurzer Satz, und er ist nicht englisch.'; t.dispatchEvent(new Event('input')); });
+    assert.match((await pick()).lang, /^de/, 'German text, a German voice');
+    await page.$eval('#p-text', (t) => { t.value = 'Hola, ¿qué tal? Esta es una prueba de la voz.'; t.dispatchEvent(new Event('input')); });
+    assert.match((await pick()).lang, /^es/, 'Spanish text, a Spanish voice');
   });
 
   await t.test('clones a voice from a WAV made now', { timeout: 120_000 }, async () => {
@@ -190,6 +251,36 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForSelector('#voice-list li');
     await shot('voices');
     await axe('voices');
+    // Issue 28 item 3: the clone form is reachable from the top.
+    const cards = await page.$$eval('#voice-list li', (l) => l.length);
+    const top = await page.$eval('a[href="#clone-h"]', (a) => a.getBoundingClientRect().top);
+    assert.ok(top < 300, `the clone link is at the top (${top} px), above ${cards} cards`);
+    await page.click('a[href="#clone-h"]');
+    await page.waitForFunction(() => { const r = document.getElementById('clone-form').getBoundingClientRect(); return r.top >= 0 && r.top < window.innerHeight; });
+    await page.screenshot({ path: join(ARTIFACTS, 'voices-clone-link.png') });
+    // Issue 28 item 4: labels read as words, ids stay whole.
+    const labels = await page.$$eval('#voice-list .labels', (p) => p.map((x) => x.textContent));
+    assert.ok(labels.length > 0);
+    for (const l of labels.flatMap((x) => x.split(', '))) assert.match(l, /^[A-Z][a-z]*( [a-z]+)*: [A-Z][^_]*$/, 'humanized: ' + l);
+    assert.ok(labels.some((l) => /Use case: [A-Z]/.test(l)), labels.join(' | '));
+    assert.ok(labels.some((l) => /Accent: Latin American/.test(l)), labels.join(' | '));
+    await idsWhole('voices');
+    // Issue 28 item 3: empty lists say what to do next.
+    await page.select('#f-owner', 'own');
+    await page.waitForFunction(() => !document.getElementById('voice-empty').hidden);
+    assert.match(await page.$eval('#voice-empty', (e) => e.textContent), /no voices of your own yet/);
+    assert.ok(await page.$('#voice-empty a[href="#clone-h"]'), 'the empty list links to the clone form');
+    await shot('voices-empty-own');
+    await axe('voices, empty');
+    await page.select('#f-owner', 'all');
+    await page.type('#f-lang', 'zz');
+    await page.$eval('#f-lang', (i) => i.dispatchEvent(new Event('change')));
+    await page.waitForFunction(() => /match these filters/.test(document.getElementById('voice-empty').textContent) &&
+      !document.getElementById('voice-empty').hidden);
+    await shot('voices-empty-filtered');
+    await page.click('#voice-empty button');
+    await page.waitForFunction((n) => document.querySelectorAll('#voice-list li').length === n, {}, cards);
+    assert.equal(await page.$eval('#f-lang', (i) => i.value), '');
     await page.type('#c-name', 'My browser voice');
     const input = await page.$('#c-file');
     await input.uploadFile(wav);
@@ -212,6 +303,9 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     // Settings: a dialog, saved with PATCH.
     await page.click(`${card} button[aria-label^="Settings"]`);
     await page.waitForSelector('#settings[open]');
+    // Issue 28 item 4: the fields show the current or default values.
+    assert.deepEqual(await page.$$eval('#settings-form input[type=number]', (is) => is.map((i) => [i.name, i.value])),
+      [['speed', '1'], ['pitch', '0'], ['style', '0.5'], ['volume', '1']]);
     await page.$eval('#s-speed', (i) => { i.value = ''; });
     await page.type('#s-speed', '1.25');
     await shot('voices-settings');
@@ -219,6 +313,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /saved/.test(document.getElementById('notice').textContent));
     const v = await page.evaluate(async (api, id) => (await (await fetch(api + '/voices/' + id)).json()).data.voice, API, cloned);
     assert.equal(v.settings.speed, 1.25);
+    assert.equal(v.settings.pitch, undefined, 'defaults shown are not stored');
     // A remix of the clone, then deleted (the confirm dialog is accepted).
     await page.type('#n-name', 'Faster me');
     await page.select('#n-base', cloned);
@@ -239,6 +334,16 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.waitForFunction(() => /Cloning failed/.test(document.getElementById('notice').textContent), { timeout: 60_000 });
     const msg = await page.$eval('#notice', (e) => e.textContent);
     assert.doesNotMatch(msg, /[{}]/, 'no JSON in the message: ' + msg);
+    // Issue 28 item 4: the bar shows the failure (red, full) and its reason.
+    const job = await page.evaluate(() => ({ cls: document.getElementById('job').className, value: document.getElementById('job-progress').value,
+      status: document.getElementById('job-status').textContent, label: document.getElementById('job-label').textContent,
+      bar: getComputedStyle(document.getElementById('job-progress'), '::-webkit-progress-value').backgroundColor }));
+    assert.match(job.cls, /\bfailed\b/, JSON.stringify(job));
+    assert.equal(job.value, 100);
+    assert.match(job.status, /^Cloning failed: \S.{8,}/, 'the reason: ' + job.status);
+    assert.match(job.label, /Could not clone/);
+    await page.$eval('#job', (e) => e.scrollIntoView());
+    await page.screenshot({ path: join(ARTIFACTS, 'voices-clone-failed.png') });
     await shot('voices-error');
     // Filters: the catalog alone.
     await page.select('#f-owner', 'catalog');
@@ -318,6 +423,33 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     await page.select('#f-owner', 'all');
   });
 
+  // Issue 28 item 6: a 403 insufficient_scope names the scope. Sessions
+  // hold every scope, so the answer is made up here, as the API words it.
+  await t.test('a missing scope is named', async () => {
+    await goto('/dashboard/voices');
+    await page.waitForSelector(`#voice-list li[data-voice-id="${cloned}"]`);
+    await page.setRequestInterception(true);
+    const deny = (req) => {
+      if (req.method() === 'DELETE' && req.url().includes(API + '/voices/')) {
+        req.respond({ status: 403, contentType: 'application/json',
+          body: JSON.stringify({ status: 403, error: true, code: 'insufficient_scope', message: 'the API key lacks the scope this endpoint requires' }) });
+      } else req.continue();
+    };
+    page.on('request', deny);
+    try {
+      await page.click(`#voice-list li[data-voice-id="${cloned}"] button.danger`);
+      await page.waitForFunction(() => !document.getElementById('notice').hidden);
+      const msg = await page.$eval('#notice', (e) => e.textContent);
+      assert.match(msg, /Missing scope "voices:write"/, msg);
+      await page.$eval('#notice', (e) => e.scrollIntoView());
+      await page.screenshot({ path: join(ARTIFACTS, 'voices-scope.png') });
+    } finally {
+      page.off('request', deny);
+      await page.setRequestInterception(false);
+    }
+    assert.ok(await page.$(`#voice-list li[data-voice-id="${cloned}"]`), 'the voice is still there');
+  });
+
   await t.test('the playground plays through the WebSocket', { timeout: 60_000 }, async () => {
     const before = await usedChars();
     await goto('/dashboard/playground?voice=' + cloned);
@@ -354,6 +486,55 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     const words = text.split(/\s+/).filter((w) => /[\p{L}\p{N}]/u.test(w)).length;
     assert.equal(await page.$$eval('#words span', (s) => s.length), words, 'one span per word');
     assert.equal(await page.evaluate(() => window.vsPlayground.words), words);
+    // Issue 28 item 4: the text between the words, punctuation included,
+    // is shown (from the words' char_start/char_end).
+    const norm = (x) => x.replace(/\s+/g, ' ').trim();
+    assert.equal(norm(await page.$eval('#words', (e) => e.textContent)), norm(text), 'the words read as the text, punctuation and all');
+    assert.ok(await page.$$eval('#words span', (s) => s.every((x) => /^[\p{L}\p{N}'’-]+$/u.test(x.textContent))), 'punctuation outside the word spans');
+    await shot('playground-punctuation');
+  });
+
+  // Issue 28 item 1: Stop stays while the audio plays (the socket closes
+  // once all audio has arrived), stops it, cancels what is still coming with
+  // task_cancel and shows the cancel receipt.
+  await t.test('Stop stops playback and cancels what is still coming', { timeout: 60_000 }, async () => {
+    await goto('/dashboard/playground?voice=' + cloned);
+    await page.waitForSelector('#p-voice option');
+    await page.click('#play');
+    await page.waitForFunction(() => window.vsPlayground.done && window.vsPlayground.samplesPlayed > 0, { timeout: 30_000 });
+    await new Promise((r) => setTimeout(r, 400));
+    const mid = await page.evaluate(() => ({ played: window.vsPlayground.samplesPlayed, in: window.vsPlayground.samplesIn,
+      stop: document.getElementById('stop').disabled }));
+    assert.ok(mid.played < mid.in, `still playing: ${mid.played} of ${mid.in}`);
+    assert.equal(mid.stop, false, 'Stop is enabled while the audio plays, after all of it arrived');
+    await page.click('#stop');
+    await page.waitForFunction(() => document.getElementById('state').textContent === 'stopped');
+    const p1 = await page.evaluate(() => window.vsPlayground.samplesPlayed);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(await page.evaluate(() => window.vsPlayground.samplesPlayed), p1, 'the audio stopped');
+    assert.ok(p1 < mid.in, 'stopped before the end');
+    assert.match(await page.$eval('#receipt', (e) => e.textContent), /Stopped after [\d.]+ s .*nothing was left to cancel/);
+    assert.equal(await page.$eval('#stop', (b) => b.disabled), true);
+    await shot('playground-stopped');
+
+    // A long text: Stop right after the first audio cancels the rest.
+    const long = Array.from({ length: 60 }, (_, i) => `Sentence number ${i + 1} of the long text, which goes on for a while.`).join(' ');
+    await page.$eval('#p-text', (t, v) => { t.value = v; }, long);
+    await page.click('#play');
+    await page.waitForFunction(() => window.vsPlayground.samplesIn > 0, { timeout: 30_000 });
+    await page.click('#stop');
+    await page.waitForFunction(() => document.getElementById('state').textContent === 'stopped', { timeout: 10_000 });
+    const st = await page.evaluate(() => window.vsPlayground);
+    assert.ok(st.cancelled, 'task_cancelled came: ' + JSON.stringify(st));
+    assert.equal(st.done, false, 'cancelled before task_done');
+    assert.ok(st.cancelled.audio_sent_s > 0 && st.cancelled.sentences_dropped > 0, JSON.stringify(st.cancelled));
+    const receipt = await page.$eval('#receipt', (e) => e.textContent);
+    assert.match(receipt, /Cancelled: the service had sent [\d.]+ s of audio/);
+    assert.match(receipt, /sentences were not spoken/);
+    const p2 = await page.evaluate(() => window.vsPlayground.samplesPlayed);
+    await new Promise((r) => setTimeout(r, 400));
+    assert.equal(await page.evaluate(() => window.vsPlayground.samplesPlayed), p2, 'the audio stopped');
+    await shot('playground-cancelled');
   });
 
   await t.test('usage on the overview grew', async () => {
@@ -362,6 +543,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
     const used = await page.$eval('#u-used', (e) => Number(e.textContent.replace(/[^0-9]/g, '')));
     assert.ok(used > 0, 'used ' + used);
     assert.ok(await page.$$eval('#chart rect:not(.zero)', (r) => r.length) >= 1, 'a bar for today');
+    assert.equal(await page.$eval('#chart-empty', (e) => e.hidden), true, 'no hint once there is usage');
     await shot('overview-used');
   });
 
@@ -391,6 +573,23 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
         return { px: document.documentElement.scrollWidth - window.innerWidth, wide };
       });
       assert.ok(over.px <= 0, `${name}: ${over.px} px wider than the screen: ${over.wide}`);
+      if (name === 'keys' || name === 'voices' || name === 'overview') {
+        if (name === 'keys') await page.waitForSelector('#key-rows tr[data-key-id]');
+        await idsWhole(name + ' at 375 px');
+      }
+      if (name === 'keys') {
+        // Issue 28 item 5: every column of a live key is in view, Revoke too.
+        const cells = await page.evaluate(() => {
+          const row = [...document.querySelectorAll('#key-rows tr[data-key-id]')].find((r) => r.querySelector('button.danger'));
+          return ['Name', 'Scopes', 'Created', 'Expires', 'Status'].map((l) => row.querySelector(`td[data-label="${l}"]`))
+            .concat([row.querySelector('button.danger')]).map((e) => {
+              const r = e.getBoundingClientRect();
+              return { what: e.dataset.label || e.textContent, label: getComputedStyle(e, '::before').content, left: r.left, right: r.right, w: r.width };
+            });
+        });
+        for (const c of cells) assert.ok(c.w > 0 && c.left >= 0 && c.right <= 375, 'in view at 375 px: ' + JSON.stringify(c));
+        for (const c of cells.slice(1, 5)) assert.equal(c.label, `"${c.what}"`, 'each cell named');
+      }
     }
     await page.keyboard.press('Tab');
     const skip = await page.evaluate(() => ({ cls: document.activeElement.className,

@@ -38,15 +38,41 @@ class ApiError extends Error {
 
 // errorFrom turns any error body of the API (envelope or flat billing body)
 // into an ApiError.
-function errorFrom(status, body) {
+function errorFrom(status, body, scope) {
   let code = '', msg = '';
-  if (body && typeof body.error === 'string') { code = body.error; }
+  if (body && typeof body.error === 'string') { code = body.error; msg = body.message || ''; }
   else if (body && body.error === true) { code = body.code || (status === 401 ? 'unauthorized' : ''); msg = body.message || ''; }
   if (status === 401 && !code) code = 'unauthorized';
   let text = MESSAGES[code] || (msg ? msg.charAt(0).toUpperCase() + msg.slice(1) + '.' : '');
+  if (code === 'insufficient_scope') text = scopeMessage(msg, scope);
   if (!text) text = status >= 500 ? 'The service had a problem. Try again in a moment.' : 'That did not work (HTTP ' + status + ').';
   if (status >= 500 && body && body.request_id) text += ' (reference ' + body.request_id + ')';
   return new ApiError(text, code, status);
+}
+
+// SCOPES: what each scope allows, for the message that names a missing one.
+const SCOPES = { tts: 'speak', 'voices:read': 'list and read voices', 'voices:write': 'create, change and delete voices', clone: 'clone voices' };
+
+// scopeFor names the scope an API call needs (docs/api.md); 'session' for
+// the routes that take the dashboard session alone.
+function scopeFor(method, path) {
+  const p = path.split('?')[0];
+  if (p.startsWith('/keys')) return 'session';
+  if (p === '/voices/clone' || /^\/voices\/[^/]+\/(enroll|clone)/.test(p)) return 'clone';
+  if (p.startsWith('/tokens') || /\/(speak|stream)$/.test(p)) return 'tts';
+  if (p.startsWith('/voices') || p.startsWith('/jobs')) return method === 'GET' ? 'voices:read' : 'voices:write';
+  return '';
+}
+
+// scopeMessage says which scope is missing: the API's message when it names
+// one, else the scope the action needs.
+function scopeMessage(msg, scope) {
+  const named = Object.keys(SCOPES).find((k) => new RegExp('(^|[^:\\w])' + k.replace(':', '\\:') + '($|[^:\\w])').test(msg || ''));
+  if (scope === 'session' || /session only/.test(msg || '')) return 'Only a dashboard session may do that, not an API key or token.';
+  const need = named || scope;
+  if (!need) return 'This session lacks the scope that action needs' + (msg ? ': ' + msg : '') + '.';
+  return 'Missing scope "' + need + '": this session or key may not ' + SCOPES[need] +
+    '. Use a key with the "' + need + '" scope, or sign in again with a new link.';
 }
 
 // api calls {api_root}{path}; it returns data, or throws an ApiError. A
@@ -64,7 +90,7 @@ async function api(method, path, body) {
     let json = null;
     try { json = await res.json(); } catch (e) { /* not JSON */ }
     if (res.ok) return json ? json.data : null;
-    const err = errorFrom(res.status, json);
+    const err = errorFrom(res.status, json, scopeFor(method, path));
     if (err.code !== 'rate_limited' || attempt >= 2) throw err;
     const wait = Math.min(5, Number(res.headers.get('Retry-After')) || 1);
     await new Promise((r) => setTimeout(r, wait * 1000));
@@ -102,7 +128,32 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
+// idChip shows an id whole on one line (cut with an ellipsis when the
+// space is short; the title and the copy button give all of it).
+function idChip(id, what) {
+  const btn = el('button', { type: 'button', class: 'copy', 'aria-label': 'Copy the id' + (what ? ' of ' + what : '') }, 'Copy');
+  btn.addEventListener('click', async () => {
+    let ok = false;
+    try { await navigator.clipboard.writeText(id); ok = true; } catch (e) { /* below */ }
+    if (!ok) {
+      const t = el('textarea', { class: 'vh', readonly: true });
+      t.value = id; document.body.append(t); t.select();
+      try { ok = document.execCommand('copy'); } catch (e) { /* */ }
+      t.remove();
+    }
+    btn.textContent = ok ? 'Copied' : 'Select it';
+    setTimeout(() => { btn.textContent = 'Copy'; }, 2000);
+  });
+  return el('span', { class: 'idchip' }, el('code', { class: 'id', title: id, text: id }), btn);
+}
+
+// Ids written by the server into the page get the same treatment.
+for (const c of document.querySelectorAll('code.id:not(.idchip code)')) {
+  const chip = idChip(c.textContent);
+  c.replaceWith(chip);
+}
+
 function fmtNum(n) { return Number(n).toLocaleString('en'); }
 function fmtTime(ms) { return ms ? new Date(ms).toISOString().slice(0, 16).replace('T', ' ') + ' UTC' : 'never'; }
 
-window.vs = { api, notice, fail, el, fmtNum, fmtTime, ApiError, errorFrom };
+window.vs = { api, notice, fail, el, fmtNum, fmtTime, ApiError, errorFrom, idChip };

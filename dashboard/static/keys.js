@@ -1,7 +1,7 @@
 // API keys: create (the secret is shown once), list, revoke.
 'use strict';
 (function () {
-  const { api, notice, fail, el, fmtTime } = window.vs;
+  const { api, notice, fail, el, fmtTime, idChip } = window.vs;
   const rows = document.getElementById('key-rows');
 
   function status(k) {
@@ -15,13 +15,14 @@
     const name = k.name || '(unnamed)';
     const revoke = dead ? '' : el('button', { type: 'button', class: 'danger', 'aria-label': 'Revoke key ' + name,
       onclick: () => revokeKey(k, name) }, 'Revoke');
+    // data-label names each cell where the table stacks (narrow screens).
     return el('tr', { 'data-key-id': k.id },
-      el('td', { class: dead ? 'revoked' : null }, name, el('br'), el('code', { text: k.id })),
-      el('td', { text: k.legacy ? 'all (legacy)' : k.scopes.join(', ') }),
-      el('td', { text: fmtTime(k.created_at) }),
-      el('td', { text: fmtTime(k.expires_at) }),
-      el('td', { text: status(k) }),
-      el('td', {}, revoke));
+      el('td', { class: dead ? 'revoked' : null, 'data-label': 'Name' }, el('div', {}, name, el('br'), idChip(k.id, 'key ' + name))),
+      el('td', { 'data-label': 'Scopes', text: k.legacy ? 'all (legacy)' : k.scopes.join(', ') }),
+      el('td', { 'data-label': 'Created', text: fmtTime(k.created_at) }),
+      el('td', { 'data-label': 'Expires', text: fmtTime(k.expires_at) }),
+      el('td', { 'data-label': 'Status', text: status(k) }),
+      el('td', { 'data-label': 'Actions', class: 'actions-cell' }, revoke));
   }
 
   async function load() {
@@ -43,9 +44,15 @@
   document.getElementById('key-form').addEventListener('submit', async (ev) => {
     ev.preventDefault();
     const f = ev.target;
+    // A key needs a name: an unnamed key cannot be told apart later.
+    const nameErr = document.getElementById('key-name-error');
+    const named = f.name.value.trim() !== '';
+    nameErr.hidden = named;
+    if (named) f.name.removeAttribute('aria-invalid'); else f.name.setAttribute('aria-invalid', 'true');
+    if (!named) { f.name.focus(); return; }
     const scopes = [...f.querySelectorAll('input[name=scopes]:checked')].map((c) => c.value);
     if (!scopes.length) { notice('Choose at least one scope.'); return; }
-    const body = { name: f.name.value, scopes, expires_in_s: f.expiry.value ? Number(f.expiry.value) : null };
+    const body = { name: f.name.value.trim(), scopes, expires_in_s: f.expiry.value ? Number(f.expiry.value) : null };
     try {
       const k = await api('POST', '/keys', body);
       notice('');

@@ -3,7 +3,7 @@
 // clone by upload with live job progress; remix of a ready voice.
 'use strict';
 (function () {
-  const { api, notice, fail, el } = window.vs;
+  const { api, notice, fail, el, idChip } = window.vs;
   const WS = document.body.dataset.workspace;
   const list = document.getElementById('voice-list');
   const more = document.getElementById('more');
@@ -43,8 +43,15 @@
       (owner === 'all' || (owner === 'own') === own(v)));
   }
 
+  // Labels read as words: use_case: news -> Use case: News, latin_american
+  // -> Latin American.
+  const words = (x) => String(x).replace(/[_-]+/g, ' ').trim();
+  const sentence = (x) => { const w = words(x); return w.charAt(0).toUpperCase() + w.slice(1); };
+  const title = (x) => words(x).replace(/(^|\s)(\p{Ll})/gu, (m, sp, c) => sp + c.toUpperCase());
+  function humanLabel(l) { return sentence(l.key) + ': ' + title(l.value); }
+
   function card(v) {
-    const label = (v.labels || []).map((l) => l.key + ': ' + l.value).join(', ');
+    const label = (v.labels || []).map(humanLabel).join(', ');
     const actions = el('div', { class: 'row' });
     if (v.status === 'ready') {
       actions.append(el('button', { type: 'button', 'aria-label': 'Preview ' + v.name, onclick: () => preview(v) }, 'Preview'));
@@ -61,16 +68,45 @@
       el('h3', { text: v.name }),
       el('p', { class: 'meta' }, el('span', { class: 'badge ' + v.status, text: v.status }), ' ',
         (own(v) ? 'yours' : 'catalog') + ' · ' + v.primary_language + (v.alias ? ' · ' + v.alias : '')),
-      label ? el('p', { class: 'meta', text: label }) : null,
+      label ? el('p', { class: 'meta labels', text: label }) : null,
       names.length ? el('p', { class: 'meta names', text: 'Aliases: ' + names.join(', ') }) : null,
+      el('p', { class: 'meta' }, idChip(v.id, v.name)),
       actions);
   }
 
   function render() {
     const vs = visible();
     list.replaceChildren(...vs.map(card));
-    document.getElementById('voice-count').textContent = vs.length + (vs.length === 1 ? ' voice' : ' voices') + ' shown.';
+    document.getElementById('voice-count').textContent = vs.length ? vs.length + (vs.length === 1 ? ' voice' : ' voices') + ' shown.' : '';
     more.hidden = !hasMore;
+    empty(vs.length === 0);
+  }
+
+  // The empty list says why and what to do next.
+  function empty(none) {
+    const box = document.getElementById('voice-empty');
+    box.hidden = !none;
+    if (!none) return;
+    const filtered = ['f-text', 'f-status', 'f-lang'].some((id) => document.getElementById(id).value.trim());
+    const owner = document.getElementById('f-owner').value;
+    const clone = el('a', { href: '#clone-h', class: 'button primary' }, 'Clone a voice');
+    const remix = el('a', { href: '#create-h', class: 'button' }, 'Create one from a catalog voice');
+    const clear = el('button', { type: 'button', onclick: clearFilters }, 'Clear the filters');
+    if (filtered) {
+      box.replaceChildren(el('p', { text: 'No voices match these filters.' }), el('div', { class: 'row' }, clear, clone));
+    } else if (owner === 'own') {
+      box.replaceChildren(el('p', { text: 'You have no voices of your own yet. Clone your voice from a recording of 10 seconds or more, or create one from a catalog voice with your own name and settings.' }),
+        el('div', { class: 'row' }, clone, remix));
+    } else {
+      box.replaceChildren(el('p', { text: 'No voices here yet. Clone your first voice from a recording, or ask your operator to enable the catalog.' }),
+        el('div', { class: 'row' }, clone));
+    }
+  }
+
+  function clearFilters() {
+    for (const id of ['f-text', 'f-status', 'f-lang']) document.getElementById(id).value = '';
+    document.getElementById('f-owner').value = 'all';
+    load(true);
   }
 
   // preview plays the voice's sample clip when it has one, else speaks a
@@ -83,7 +119,7 @@
         const res = await fetch(document.body.dataset.api + '/voices/' + v.id + '/speak', {
           method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json' },
           body: JSON.stringify({ text: 'Hello, this is ' + v.name + '.', output_format: 'wav', language: v.primary_language }) });
-        if (!res.ok) { let j = null; try { j = await res.json(); } catch (e) { /* */ } throw window.vs.errorFrom(res.status, j); }
+        if (!res.ok) { let j = null; try { j = await res.json(); } catch (e) { /* */ } throw window.vs.errorFrom(res.status, j, 'tts'); }
         src = URL.createObjectURL(await res.blob());
       }
       player.hidden = false;
@@ -156,6 +192,9 @@
     if (ev.key === 'Enter') { ev.preventDefault(); addAliases(); }
   });
 
+  // What a voice does without a setting (docs/api.md, Voice settings; the
+  // engine's expressiveness is 0.5): shown in the fields, stored only when changed.
+  const DEFAULTS = { speed: 1, pitch: 0, style: 0.5, volume: 1 };
   function openSettings(v) {
     editing = v;
     const mine = own(v);
@@ -165,7 +204,7 @@
     document.getElementById('s-voice').textContent = (mine ? '' : 'Catalog voice ') + v.name + ' · ' + v.id;
     const s = v.settings || {};
     sform.elements.name.value = v.name;
-    for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? '';
+    for (const k of ['speed', 'pitch', 'style', 'volume']) sform.elements[k].value = s[k] ?? DEFAULTS[k];
     saved = (v.workspace_aliases || []).slice();
     aliases = saved.slice();
     aliasNew.value = '';
@@ -198,7 +237,8 @@
         const settings = Object.assign({}, v.settings || {});
         for (const k of ['speed', 'pitch', 'style', 'volume']) {
           const raw = sform.elements[k].value;
-          if (raw === '') delete settings[k]; else settings[k] = Number(raw);
+          // A default shown in its field is stored only when changed.
+          if (raw === '' || (!(k in (v.settings || {})) && Number(raw) === DEFAULTS[k])) delete settings[k]; else settings[k] = Number(raw);
         }
         name = sform.elements.name.value;
         await api('PATCH', '/voices/' + v.id, { name, settings });
@@ -221,6 +261,7 @@
     const button = f.querySelector('button[type=submit]');
     button.disabled = true;
     notice('');
+    box.classList.remove('failed');
     try {
       const d = await api('POST', '/voices/clone', fd);
       box.hidden = false;
@@ -245,7 +286,11 @@
       if (j.status === 'succeeded') { bar.value = 100; st.textContent = 'Ready: the voice can speak now.'; return; }
       if (j.status === 'failed' || j.status === 'cancelled' || j.status === 'expired') {
         const why = j.error && j.error.message ? j.error.message : j.status;
-        st.textContent = 'Cloning failed: ' + why;
+        // The bar turns red and full, and says why.
+        bar.value = 100;
+        bar.closest('.job').classList.add('failed');
+        document.getElementById('job-label').textContent = document.getElementById('job-label').textContent.replace(/^Cloning/, 'Could not clone');
+        st.textContent = 'Cloning failed: ' + why.charAt(0).toUpperCase() + why.slice(1) + '.';
         throw new window.vs.ApiError('Cloning failed: ' + why + '. Try a longer, clearer recording.', 'job_failed', 0);
       }
       st.textContent = (j.status === 'pending' ? 'Queued' : 'Working') + ': ' + (j.progress || 0) + '%';
