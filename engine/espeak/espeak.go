@@ -308,12 +308,17 @@ type render struct {
 	rate     int
 	err      error
 	sentence int
-	base     int    // text offset of the sentence in the request
-	text     string // the sentence
-	runeOff  []int  // byte offset of each character of the sentence
-	samples  int    // samples emitted before this sentence
-	inSent   int    // samples of this sentence so far
-	words    int    // word events so far in the request
+	base     int           // text offset of the sentence in the request
+	text     string        // the sentence
+	runeOff  []int         // byte offset of each character of the sentence
+	samples  int           // samples emitted before this sentence
+	inSent   int           // samples of this sentence so far
+	words    int           // word events so far in the request
+	spans    []engine.Span // the sentence's words (engine.Words), offsets in text
+	next     int           // spans before it have an event
+	prevAt   int           // sample of the sentence's last word event (its start before any)
+	prevLen  int           // that word's code points plus one; 0 before any
+	bufAt    int           // request sample where espeak-ng's last buffer began
 	pending  *engine.Chunk
 	emitted  bool // a chunk of this sentence has gone out (stretched: audio has come out)
 	eager    bool // the first buffer goes out as it arrives (SetEagerFirstChunk)
@@ -329,6 +334,7 @@ func (r *render) sent() { r.emitted = r.stretch == nil || r.stretch.started() }
 func (r *render) begin(i int, s engine.Span) {
 	r.samples += r.inSent
 	r.sentence, r.base, r.text, r.inSent, r.pending, r.emitted = i, s.Start, s.Text, 0, nil, false
+	r.spans, r.next, r.prevAt, r.prevLen, r.bufAt = engine.Words(s.Text), 0, r.samples, 0, r.samples
 	r.runeOff = r.runeOff[:0]
 	for off := range s.Text {
 		r.runeOff = append(r.runeOff, off)
@@ -343,14 +349,28 @@ func (r *render) onAudio(pcm []int16, events []rawEvent) bool {
 		return true
 	}
 	var words []engine.WordEvent
+	at := r.samples + r.inSent // where this buffer's audio begins
 	for _, ev := range events {
 		// espeak-ng sometimes reports a word on the final punctuation or
 		// past the end (nothing of ours to point at): skip it.
-		if w := r.word(ev); len(engine.Words(r.text[w.TextOffset-r.base:][:w.TextLength])) > 0 {
-			words = append(words, w)
-		} else {
-			r.words--
+		w := r.word(ev)
+		off := w.TextOffset - r.base
+		if len(engine.Words(r.text[off:][:w.TextLength])) == 0 {
+			continue
 		}
+		i := r.find(off, w.TextLength)
+		if i > r.next {
+			words = r.runTogether(words, i, min(at, w.Sample), w.Sample)
+		}
+		if i >= 0 {
+			r.next, r.prevAt, r.prevLen = i+1, w.Sample, utf8.RuneCountInString(r.spans[i].Text)+1
+		}
+		w.Index = r.words
+		r.words++
+		words = append(words, w)
+	}
+	if len(pcm) > 0 {
+		r.bufAt = at
 	}
 	if len(pcm) == 0 {
 		if r.pending != nil {
@@ -425,14 +445,68 @@ func (r *render) word(ev rawEvent) engine.WordEvent {
 	n := len(r.runeOff) - 1
 	start := min(max(ev.TextPosition-1, 0), n)
 	end := min(max(start+ev.Length, start), n)
-	w := engine.WordEvent{
-		Index:      r.words,
+	return engine.WordEvent{
 		TextOffset: r.base + r.runeOff[start],
 		TextLength: r.runeOff[end] - r.runeOff[start],
 		Sample:     r.samples + ev.AudioMs*r.rate/1000,
 	}
-	r.words++
-	return w
+}
+
+// find returns the index of the first word of the sentence without an
+// event yet that the event's text (offset and length in the sentence)
+// touches, or -1 (a word reported again, or in parts).
+func (r *render) find(off, length int) int {
+	hi := off + max(length, 1)
+	for i := r.next; i < len(r.spans); i++ {
+		if sp := r.spans[i]; sp.Start >= hi {
+			return -1
+		} else if sp.End > off {
+			return i
+		}
+	}
+	return -1
+}
+
+// runTogether gives an event to each word espeak-ng ran into a neighbour
+// without one ("a" of "for a very"), the sentence's words from r.next to
+// i, which start before sample to (the next word's start, or the
+// sentence's end); none may start before lo, the audio not yet emitted.
+//
+// Their place is decided here, on espeak-ng's own buffers, and not by the
+// transport's word clock on the chunks it gets: those begin where the
+// stretcher's output happens to (stretch.go), so a word placed by them
+// moved against its start at speed 1 over speed, by up to half a second
+// at 0.25 (issue 28). espeak-ng renders the same buffers and events
+// whatever the speed, so these events are the same too, and the
+// stretcher divides them by speed like the rest. They share the time from
+// the last word's start to the next one's by length in code points (the
+// last word's included); where that would put one before lo, they share
+// the time from lo instead.
+func (r *render) runTogether(words []engine.WordEvent, i, lo, to int) []engine.WordEvent {
+	prev := min(r.prevAt, to)
+	total := r.prevLen
+	for k := r.next; k < i; k++ {
+		total += utf8.RuneCountInString(r.spans[k].Text) + 1
+	}
+	from, skip := prev, 0 // place word k at from + (to-from)*(at+skip)/(total)
+	if prev+int(float64(to-prev)*float64(r.prevLen)/float64(total)) < lo {
+		from, skip = max(prev, lo), -r.prevLen
+		total -= r.prevLen
+	}
+	at := r.prevLen
+	for k := r.next; k < i; k++ {
+		sp := r.spans[k]
+		words = append(words, engine.WordEvent{
+			Index:      r.words,
+			TextOffset: r.base + sp.Start,
+			TextLength: sp.End - sp.Start,
+			Sample:     from + int(math.Round(float64(to-from)*float64(at+skip)/float64(total))),
+		})
+		r.words++
+		at += utf8.RuneCountInString(sp.Text) + 1
+	}
+	r.next = i
+	return words
 }
 
 // finish emits the held-back chunk as the sentence's last.
@@ -440,6 +514,17 @@ func (r *render) finish() error {
 	c := r.pending
 	if c == nil {
 		c = &engine.Chunk{Sentence: r.sentence}
+	}
+	if r.next < len(r.spans) {
+		// Words still without an event end up to the sentence's end,
+		// within its last buffer (all of it, unstretched, when it went
+		// out already).
+		end := r.samples + r.inSent
+		lo := r.bufAt
+		if r.stretch == nil && len(c.Samples) == 0 {
+			lo = end
+		}
+		c.Words = r.runTogether(c.Words, len(r.spans), min(lo, end), end)
 	}
 	r.pending = nil
 	c.Last = true
