@@ -46,7 +46,7 @@ import (
 // wsState is the server's WebSocket machinery (Server.ws).
 type wsState struct {
 	up  websocket.Upgrader
-	reg *wsRegistry
+	reg *sessions.Registry
 	// poller watches the idle sessions' sockets. It is made by the first
 	// session (a server that serves none holds no descriptor for it) and
 	// closed by shutdown; nil (it could not be made, or shutdown came
@@ -94,7 +94,7 @@ func (s *Server) wsInit() {
 			// connection is hijacked and the caller closes it.
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
-		reg:    newWSRegistry(s.keyRevoked),
+		reg:    sessions.NewRegistry(s.keyRevoked),
 		ctx:    ctx,
 		cancel: cancel,
 	}
@@ -117,7 +117,7 @@ func (w *wsState) shutdown(ctx context.Context) {
 	if w == nil {
 		return
 	}
-	w.reg.drain()
+	w.reg.Drain()
 	done := make(chan struct{})
 	go func() { w.wg.Wait(); close(done) }()
 	select {
@@ -130,7 +130,7 @@ func (w *wsState) shutdown(ctx context.Context) {
 		}
 	}
 	w.cancel()
-	w.reg.stop()
+	w.reg.Stop()
 	w.pollOnce.Do(func() {}) // no poller from here on
 	if w.poller != nil {
 		w.poller.Close() // sessions still open end as at shutdown (1001)
@@ -199,7 +199,7 @@ func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subp
 		done := func(rerr error) {
 			once.Do(func() {
 				if x != nil {
-					w.reg.remove(x, keyID)
+					w.reg.Remove(x, keyID)
 				}
 				// fasthttp keeps hijacked connections open
 				// (KeepHijackedConns): closing it is ours.
@@ -222,7 +222,7 @@ func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subp
 			}
 		}()
 		x = open(conn, env)
-		w.reg.add(x, keyID, keyExpires, authAt)
+		w.reg.Add(x, keyID, keyExpires, authAt)
 		// The session runs on no goroutine of its own: the poller starts
 		// one when its client sends (sessions.Serve). done runs on the
 		// session's last goroutine once it has ended.

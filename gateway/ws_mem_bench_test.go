@@ -73,9 +73,9 @@ func BenchmarkWSIdleSession(b *testing.B) {
 // waitSessions waits (bounded) for the server to count n open sessions.
 func (ss *synthServer) waitSessions(tb testing.TB, n int) {
 	tb.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ss.srv.ws.reg.count() != n; {
+	for deadline := time.Now().Add(30 * time.Second); ss.srv.ws.reg.Len() != n; {
 		if time.Now().After(deadline) {
-			tb.Fatalf("%d sessions open, want %d", ss.srv.ws.reg.count(), n)
+			tb.Fatalf("%d sessions open, want %d", ss.srv.ws.reg.Len(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -146,9 +146,4 @@ func rawWSDial(addr, key string) (int, error) {
 	return fd, nil
 }
 
-// count is the number of open sessions the registry knows.
-func (r *wsRegistry) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.all)
-}
+
