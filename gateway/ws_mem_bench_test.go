@@ -145,5 +145,3 @@ func rawWSDial(addr, key string) (int, error) {
 	}
 	return fd, nil
 }
-
-
