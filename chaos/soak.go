@@ -77,7 +77,7 @@ func (s *Suite) Soak(ctx context.Context, o SoakOpts, w io.Writer) (bool, error)
 		o.FaultWindow = 20 * time.Second
 	}
 	if o.FaultEvery <= 0 {
-		o.FaultEvery = max(min(2*time.Minute, o.Duration/time.Duration(2*len(faultNames()))), o.FaultWindow+10*time.Second)
+		o.FaultEvery = max(min(2*time.Minute, o.Duration/time.Duration(2*len(faultNames()))).Round(time.Second), o.FaultWindow+10*time.Second)
 	}
 	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
 		return false, err
@@ -185,6 +185,26 @@ func (s *Suite) Soak(ctx context.Context, o SoakOpts, w io.Writer) (bool, error)
 			errs[key]++
 		}
 	}
+	// bookHostile books one answer of a hostile voice.
+	bookHostile := func(kind string, out upOutcome, win *faultWindow) {
+		ok := faults.recordHostile(win, kind, out)
+		requests.Add(1)
+		mu.Lock()
+		defer mu.Unlock()
+		byKind["hostile"]++
+		if ok && !isServerError(out.outcome) {
+			excused.Add(1)
+			return
+		}
+		if isServerError(out.outcome) {
+			serverErrs.Add(1)
+		}
+		failures.Add(1)
+		key := short("hostile " + kind + " " + out.what + " " + out.outcome)
+		if len(errs) < 50 || errs[key] > 0 {
+			errs[key]++
+		}
+	}
 
 	start = time.Now()
 	sample(0, "")
@@ -222,47 +242,26 @@ loop:
 				continue
 			}
 			fm := faults.begin()
+			inFlight.Add(1)
+			wg.Add(1)
 			if kind := faults.hostileKind(); kind != "" && i%4 == 3 {
 				// A quarter of the traffic meets the open upstream fault.
 				i++
 				n := hi
 				hi++
-				inFlight.Add(1)
-				wg.Add(1)
 				go func() {
 					defer wg.Done()
 					defer inFlight.Add(-1)
-					out := faults.hostileRequest(kind, n)
-					ok := faults.recordHostile(faults.windowOf(fm), kind, out)
-					requests.Add(1)
-					mu.Lock()
-					defer mu.Unlock()
-					byKind["hostile"]++
-					switch {
-					case isServerError(out.outcome):
-						serverErrs.Add(1)
-						fallthrough
-					case !ok:
-						failures.Add(1)
-						key := short("hostile " + kind + " " + out.what + " " + out.outcome)
-						if len(errs) < 50 || errs[key] > 0 {
-							errs[key]++
-						}
-					default:
-						excused.Add(1)
-					}
+					bookHostile(kind, faults.hostileRequest(kind, n), faults.windowOf(fm))
 				}()
 				continue
 			}
 			k, text := kinds[i%len(kinds)], soakTexts[(i/len(kinds))%len(soakTexts)]
 			i++
-			inFlight.Add(1)
-			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				defer inFlight.Add(-1)
-				out := k.do(text)
-				book(k.name, out, faults.windowOf(fm))
+				book(k.name, k.do(text), faults.windowOf(fm))
 			}()
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,11 +30,11 @@ type faultWindow struct {
 	n            int
 	fault        string
 	at, took     time.Duration
-	hostile      map[string]int64 // "wav 502 upstream_error" -> count: the requests to the hostile voice
-	other        map[string]int64 // the steady traffic meanwhile ("ok" for a success)
-	slowHostile  time.Duration    // the slowest hostile request
-	note         string           // a lock that could not be taken, a slow recovery
-	hostileSlots int              // voicesvc_upstream_outstanding for the kind's engine once the window ended
+	hostile      map[string]int // "wav 502 upstream_error" -> count: the requests to the hostile voice
+	other        map[string]int // the steady traffic meanwhile ("ok" for a success)
+	slowHostile  time.Duration  // the slowest hostile request
+	note         string         // a lock that could not be taken, a slow recovery
+	hostileSlots int            // voicesvc_upstream_outstanding for the kind's engine once the window ended
 }
 
 // soakFaults injects the faults and attributes answers to windows.
@@ -104,7 +103,7 @@ func (f *soakFaults) run(ctx context.Context, start time.Time) {
 		}
 		f.gate.Lock()
 		w := &faultWindow{n: n, fault: names[(n-1)%len(names)], at: time.Since(start),
-			hostile: map[string]int64{}, other: map[string]int64{}, hostileSlots: -1}
+			hostile: map[string]int{}, other: map[string]int{}, hostileSlots: -1}
 		f.mu.Lock()
 		f.windows = append(f.windows, w)
 		f.mu.Unlock()
@@ -310,38 +309,16 @@ func (f *soakFaults) report() string {
 	for _, w := range f.windows {
 		fmt.Fprintf(&b, "  #%-3d %6s %-16s %5s  ", w.n, fmtClock(w.at), w.fault, w.took.Round(time.Second))
 		if w.fault != storeFault {
-			fmt.Fprintf(&b, "hostile: %s (slowest %v, slots after %d); ", countsSorted(w.hostile),
+			fmt.Fprintf(&b, "hostile: %s (slowest %v, slots after %d); ", counts(w.hostile),
 				w.slowHostile.Round(100*time.Millisecond), w.hostileSlots)
 		}
-		fmt.Fprintf(&b, "steady: %s", countsSorted(w.other))
+		fmt.Fprintf(&b, "steady: %s", counts(w.other))
 		if w.note != "" {
 			fmt.Fprintf(&b, "; NOTE %s", w.note)
 		}
 		b.WriteString("\n")
 	}
 	return b.String()
-}
-
-// countsSorted is "k xN, ..." with the largest counts first.
-func countsSorted(m map[string]int64) string {
-	if len(m) == 0 {
-		return "none"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		if m[keys[i]] != m[keys[j]] {
-			return m[keys[i]] > m[keys[j]]
-		}
-		return keys[i] < keys[j]
-	})
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s x%d", k, m[k])
-	}
-	return strings.Join(parts, ", ")
 }
 
 // short keeps outcome keys bounded (transport errors carry addresses).
