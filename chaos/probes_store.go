@@ -43,19 +43,7 @@ type storeLoad struct {
 
 func startStoreLoad(e *Env, workers int, hung func() bool) *storeLoad {
 	l := &storeLoad{during: map[string]int{}, other: map[string]int{}, stop: make(chan struct{})}
-	c := &http.Client{Timeout: 15 * time.Second}
-	srv := e.Srv
-	reqs := []func() *Resp{
-		func() *Resp {
-			return CallWith(c, "POST", srv.API+"/voices/"+e.Voice+"/speak", map[string]any{"text": "Hi.", "output_format": "s16le"}, "X-API-Key", e.Key)
-		},
-		func() *Resp { return CallWith(c, "GET", srv.API+"/voices/"+e.Voice, nil, "X-API-Key", e.Key) },
-		func() *Resp {
-			return CallWith(c, "POST", srv.API+"/tokens", map[string]any{"ttl_seconds": 60}, "X-API-Key", e.Key)
-		},
-		func() *Resp { return CallWith(c, "GET", srv.API+"/voices?page_size=5", nil, "X-API-Key", e.Key) },
-	}
-	names := []string{"speak", "get voice", "create token", "list voices"}
+	names, reqs := storeRequests(e, &http.Client{Timeout: 15 * time.Second})
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func() {
@@ -89,6 +77,22 @@ func startStoreLoad(e *Env, workers int, hung func() bool) *storeLoad {
 		}()
 	}
 	return l
+}
+
+// storeRequests is the request mix of the store probes, each with its
+// name: a speak, a voice read, a token minted (a write), a voice listing.
+func storeRequests(e *Env, c *http.Client) ([]string, []func() *Resp) {
+	srv := e.Srv
+	return []string{"speak", "get voice", "create token", "list voices"}, []func() *Resp{
+		func() *Resp {
+			return CallWith(c, "POST", srv.API+"/voices/"+e.Voice+"/speak", map[string]any{"text": "Hi.", "output_format": "s16le"}, "X-API-Key", e.Key)
+		},
+		func() *Resp { return CallWith(c, "GET", srv.API+"/voices/"+e.Voice, nil, "X-API-Key", e.Key) },
+		func() *Resp {
+			return CallWith(c, "POST", srv.API+"/tokens", map[string]any{"ttl_seconds": 60}, "X-API-Key", e.Key)
+		},
+		func() *Resp { return CallWith(c, "GET", srv.API+"/voices?page_size=5", nil, "X-API-Key", e.Key) },
+	}
 }
 
 func (l *storeLoad) finish() {

@@ -160,7 +160,7 @@ func (s *Suite) Soak(ctx context.Context, o SoakOpts, w io.Writer) (bool, error)
 		time.Sleep(3 * time.Second)
 		return sample(time.Since(start), "checkpoint")
 	}
-	// outcome books one answer of the steady traffic.
+	// book books one answer of the steady traffic.
 	book := func(kind, out string, win *faultWindow) {
 		requests.Add(1)
 		mu.Lock()
@@ -185,13 +185,17 @@ func (s *Suite) Soak(ctx context.Context, o SoakOpts, w io.Writer) (bool, error)
 			errs[key]++
 		}
 	}
-	// bookHostile books one answer of a hostile voice.
-	bookHostile := func(kind string, out upOutcome, win *faultWindow) {
-		ok := faults.recordHostile(win, kind, out)
+	// bookAimed books one answer of a request aimed at the fault kind.
+	bookAimed := func(kind string, out upOutcome, win *faultWindow) {
+		ok := faults.recordAimed(win, kind, out)
 		requests.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
-		byKind["hostile"]++
+		label := "hostile"
+		if kind == storeFault {
+			label = "store"
+		}
+		byKind[label]++
 		if ok && !isServerError(out.outcome) {
 			excused.Add(1)
 			return
@@ -200,7 +204,7 @@ func (s *Suite) Soak(ctx context.Context, o SoakOpts, w io.Writer) (bool, error)
 			serverErrs.Add(1)
 		}
 		failures.Add(1)
-		key := short("hostile " + kind + " " + out.what + " " + out.outcome)
+		key := short(label + " " + kind + " " + out.what + " " + out.outcome)
 		if len(errs) < 50 || errs[key] > 0 {
 			errs[key]++
 		}
@@ -244,15 +248,15 @@ loop:
 			fm := faults.begin()
 			inFlight.Add(1)
 			wg.Add(1)
-			if kind := faults.hostileKind(); kind != "" && i%4 == 3 {
-				// A quarter of the traffic meets the open upstream fault.
+			if kind := faults.aimedKind(); kind != "" && i%4 == 3 {
+				// A quarter of the traffic is aimed at the open fault.
 				i++
 				n := hi
 				hi++
 				go func() {
 					defer wg.Done()
 					defer inFlight.Add(-1)
-					bookHostile(kind, faults.hostileRequest(kind, n), faults.windowOf(fm))
+					bookAimed(kind, faults.aimedRequest(kind, n), faults.windowOf(fm))
 				}()
 				continue
 			}
@@ -292,7 +296,7 @@ loop:
 	sort.Strings(ek)
 	fmt.Fprintf(&b, "requests: %d (%s); client saturated (skipped ticks): %d\n", requests.Load(), strings.Join(kk, ", "), saturated.Load())
 	if faults != nil {
-		fmt.Fprintf(&b, "failures the open fault allows (hostile voice answers, store_unavailable in the lock): %d\n", excused.Load())
+		fmt.Fprintf(&b, "answers the open fault allows (answers of the requests aimed at a fault within the contract, store_unavailable in the lock): %d\n", excused.Load())
 		b.WriteString(faults.report())
 	}
 	fmt.Fprintf(&b, "errors: %d %s\n", failures.Load(), orNone(ek, ""))

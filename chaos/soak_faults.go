@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync"
@@ -14,10 +15,11 @@ import (
 // faults of the upstream probes (the suite's hostile upstream, each kind an
 // engine of the soak's server) and of the store probes (the server's SQLite
 // file held under BEGIN EXCLUSIVE by this process) are injected in turn, one
-// bounded window at a time with recovery between them. During an upstream
-// window a quarter of the traffic speaks with that kind's voice; during the
-// store window the steady traffic meets the lock. Every answer is recorded
-// against the window it overlapped.
+// bounded window at a time with recovery between them. During a window a
+// quarter of the traffic is aimed at the fault: in an upstream window it
+// speaks with that kind's voice, in the store window it runs the store
+// probes' mix (a token minted is a write); the rest is the steady traffic.
+// Every answer is recorded against the window it overlapped.
 
 // storeFault is the name of the store window in the cycle.
 const storeFault = "sqlite-lock"
@@ -30,9 +32,9 @@ type faultWindow struct {
 	n            int
 	fault        string
 	at, took     time.Duration
-	hostile      map[string]int // "wav 502 upstream_error" -> count: the requests to the hostile voice
+	aimed        map[string]int // "wav 502 upstream_error" -> count: the requests aimed at the fault
 	other        map[string]int // the steady traffic meanwhile ("ok" for a success)
-	slowHostile  time.Duration  // the slowest hostile request
+	slowAimed    time.Duration  // the slowest of them
 	note         string         // a lock that could not be taken, a slow recovery
 	hostileSlots int            // voicesvc_upstream_outstanding for the kind's engine once the window ended
 }
@@ -43,6 +45,8 @@ type soakFaults struct {
 	srv    *Server
 	env    *Env
 	voices map[string]string // kind -> voice id
+	store  []func() *Resp    // the store probes' requests, as the soak's workspace
+	stores []string          // their names
 	window time.Duration     // an upstream window's length
 	every  time.Duration     // one window starts this often
 	logf   func(string, ...any)
@@ -52,7 +56,7 @@ type soakFaults struct {
 	gate   sync.Mutex
 	active atomic.Int32 // number of the open window, 0 when none
 	seq    atomic.Int32 // windows begun
-	kind   atomic.Value // the upstream kind of the open window ("" otherwise)
+	kind   atomic.Value // the fault of the open window ("" otherwise)
 
 	mu      sync.Mutex
 	windows []*faultWindow
@@ -87,6 +91,7 @@ func (s *Suite) startSoakFaults(window, every time.Duration) (*soakFaults, []str
 func (f *soakFaults) attach(srv *Server, e *Env) error {
 	f.srv, f.env = srv, e
 	var err error
+	f.stores, f.store = storeRequests(e, &http.Client{Timeout: 15 * time.Second})
 	f.voices, err = upstreamVoices(e)
 	return err
 }
@@ -103,7 +108,7 @@ func (f *soakFaults) run(ctx context.Context, start time.Time) {
 		}
 		f.gate.Lock()
 		w := &faultWindow{n: n, fault: names[(n-1)%len(names)], at: time.Since(start),
-			hostile: map[string]int{}, other: map[string]int{}, hostileSlots: -1}
+			aimed: map[string]int{}, other: map[string]int{}, hostileSlots: -1}
 		f.mu.Lock()
 		f.windows = append(f.windows, w)
 		f.mu.Unlock()
@@ -150,10 +155,12 @@ func (f *soakFaults) holdStore(ctx context.Context, w *faultWindow) {
 		w.note = err.Error()
 		return
 	}
+	f.kind.Store(storeFault)
 	f.sleep(sqliteHold)
 	if err := lock.release(); err != nil {
 		w.note = err.Error()
 	}
+	defer f.kind.Store("")
 	t := time.Now()
 	if !waitFor(30*time.Second, func() bool { return f.env.Speak("Back.").Status == 200 }) {
 		w.note = "not recovered 30 s after the lock"
@@ -188,9 +195,9 @@ func (f *soakFaults) finish() {
 	<-f.done
 }
 
-// hostileKind is the upstream kind whose voice takes a share of the
-// traffic now ("" outside upstream windows).
-func (f *soakFaults) hostileKind() string {
+// aimedKind is the fault a share of the traffic is aimed at now ("" when
+// no window is open).
+func (f *soakFaults) aimedKind() string {
 	if f == nil {
 		return ""
 	}
@@ -263,13 +270,17 @@ func (f *soakFaults) record(w *faultWindow, outcome string) (excused bool) {
 	return outcome != "" && w.fault == storeFault && strings.Contains(outcome, "store_unavailable")
 }
 
-// recordHostile counts one request to the hostile voice and reports
-// whether its outcome is one the contract allows: 502 upstream_error (a
-// cut raw stream, an SSE error event), 503 upstream_busy once the engine's
+// recordAimed counts one request aimed at the fault kind and reports
+// whether its outcome is one the contract allows. For the store: a success
+// or 503 store_unavailable. For a hostile voice: 502 upstream_error (a cut
+// raw stream, an SSE error event), 503 upstream_busy once the engine's
 // replica is ejected, and for garbage also audio.
-func (f *soakFaults) recordHostile(w *faultWindow, kind string, o upOutcome) bool {
+func (f *soakFaults) recordAimed(w *faultWindow, kind string, o upOutcome) bool {
 	ok := upFailed(o) || o.outcome == "503 upstream_busy" || o.outcome == "sse error upstream_busy" ||
 		(kind == "garbage" && (o.outcome == "200" || o.outcome == `sse ended with "done"`))
+	if kind == storeFault {
+		ok = strings.HasPrefix(o.outcome, "2") || o.outcome == "503 store_unavailable"
+	}
 	if w == nil {
 		return ok
 	}
@@ -279,16 +290,22 @@ func (f *soakFaults) recordHostile(w *faultWindow, kind string, o upOutcome) boo
 	if !strings.HasPrefix(key, o.what+" ") {
 		key = o.what + " " + key
 	}
-	w.hostile[short(key)]++
-	if o.took > w.slowHostile {
-		w.slowHostile = o.took
+	w.aimed[short(key)]++
+	if o.took > w.slowAimed {
+		w.slowAimed = o.took
 	}
 	return ok
 }
 
-// hostileRequest is the i-th request to kind's voice: WAV, raw s16le and
-// SSE in turn.
-func (f *soakFaults) hostileRequest(kind string, i int) upOutcome {
+// aimedRequest is the i-th request aimed at kind: the store mix in turn,
+// or WAV, raw s16le and SSE in turn on the hostile voice.
+func (f *soakFaults) aimedRequest(kind string, i int) upOutcome {
+	if kind == storeFault {
+		k := i % len(f.store)
+		start := time.Now()
+		r := f.store[k]()
+		return upOutcome{what: f.stores[k], outcome: r.Outcome(), took: time.Since(start)}
+	}
 	voice := f.voices[kind]
 	switch i % 3 {
 	case 0:
@@ -308,9 +325,11 @@ func (f *soakFaults) report() string {
 		len(f.windows), f.window, sqliteHold, f.every)
 	for _, w := range f.windows {
 		fmt.Fprintf(&b, "  #%-3d %6s %-16s %5s  ", w.n, fmtClock(w.at), w.fault, w.took.Round(time.Second))
-		if w.fault != storeFault {
-			fmt.Fprintf(&b, "hostile: %s (slowest %v, slots after %d); ", counts(w.hostile),
-				w.slowHostile.Round(100*time.Millisecond), w.hostileSlots)
+		if w.fault == storeFault {
+			fmt.Fprintf(&b, "store mix: %s (slowest %v); ", counts(w.aimed), w.slowAimed.Round(100*time.Millisecond))
+		} else {
+			fmt.Fprintf(&b, "hostile: %s (slowest %v, slots after %d); ", counts(w.aimed),
+				w.slowAimed.Round(100*time.Millisecond), w.hostileSlots)
 		}
 		fmt.Fprintf(&b, "steady: %s", counts(w.other))
 		if w.note != "" {

@@ -130,8 +130,8 @@ func TestSoakFaultAttribution(t *testing.T) {
 		t.Fatal("a window without any")
 	}
 	f.windows = []*faultWindow{
-		{n: 1, fault: "drip", hostile: map[string]int{}, other: map[string]int{}},
-		{n: 2, fault: storeFault, hostile: map[string]int{}, other: map[string]int{}},
+		{n: 1, fault: "drip", aimed: map[string]int{}, other: map[string]int{}},
+		{n: 2, fault: storeFault, aimed: map[string]int{}, other: map[string]int{}},
 	}
 	f.seq.Store(1)
 	f.active.Store(1)
