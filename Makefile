@@ -88,6 +88,12 @@ chaos-fast: build
 
 # Steady mixed traffic for SOAK_DURATION (default 1h), sampling the server's
 # RSS, goroutines and fds each minute; CSV and summary in chaos/results/.
+# Fails on a dead server, a 500, or RSS, goroutines or fds more than 10%
+# over their values after the first 5 minutes (a sixth of a shorter run).
+# SOAK_FAULTS=1: fault mode, the upstream faults (endless body, endless
+# headers, endless header line, drip, garbage, huge Content-Length) and a
+# SQLite lock held by another process, injected in turn under the load.
 SOAK_DURATION ?= 1h
+SOAK_FAULTS ?=
 soak: build
-	$(GO) run ./cmd/voicesvc-chaos soak -bin $(BIN) -duration $(SOAK_DURATION) -out chaos/results
+	$(GO) run ./cmd/voicesvc-chaos soak -bin $(BIN) -duration $(SOAK_DURATION) -out chaos/results $(if $(filter 1 yes true,$(SOAK_FAULTS)),-faults)

@@ -97,8 +97,13 @@ func (r *Resp) Code() string {
 	if c, ok := m["code"].(string); ok {
 		return c
 	}
-	if c, ok := m["error"].(string); ok {
-		return c
+	switch e := m["error"].(type) {
+	case string:
+		return e
+	case map[string]any: // the compatible endpoint's {"error": {"code": ...}}
+		if c, ok := e["code"].(string); ok {
+			return c
+		}
 	}
 	return ""
 }

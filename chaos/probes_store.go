@@ -43,19 +43,7 @@ type storeLoad struct {
 
 func startStoreLoad(e *Env, workers int, hung func() bool) *storeLoad {
 	l := &storeLoad{during: map[string]int{}, other: map[string]int{}, stop: make(chan struct{})}
-	c := &http.Client{Timeout: 15 * time.Second}
-	srv := e.Srv
-	reqs := []func() *Resp{
-		func() *Resp {
-			return CallWith(c, "POST", srv.API+"/voices/"+e.Voice+"/speak", map[string]any{"text": "Hi.", "output_format": "s16le"}, "X-API-Key", e.Key)
-		},
-		func() *Resp { return CallWith(c, "GET", srv.API+"/voices/"+e.Voice, nil, "X-API-Key", e.Key) },
-		func() *Resp {
-			return CallWith(c, "POST", srv.API+"/tokens", map[string]any{"ttl_seconds": 60}, "X-API-Key", e.Key)
-		},
-		func() *Resp { return CallWith(c, "GET", srv.API+"/voices?page_size=5", nil, "X-API-Key", e.Key) },
-	}
-	names := []string{"speak", "get voice", "create token", "list voices"}
+	names, reqs := storeRequests(e, &http.Client{Timeout: 15 * time.Second})
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func() {
@@ -89,6 +77,22 @@ func startStoreLoad(e *Env, workers int, hung func() bool) *storeLoad {
 		}()
 	}
 	return l
+}
+
+// storeRequests is the request mix of the store probes, each with its
+// name: a speak, a voice read, a token minted (a write), a voice listing.
+func storeRequests(e *Env, c *http.Client) ([]string, []func() *Resp) {
+	srv := e.Srv
+	return []string{"speak", "get voice", "create token", "list voices"}, []func() *Resp{
+		func() *Resp {
+			return CallWith(c, "POST", srv.API+"/voices/"+e.Voice+"/speak", map[string]any{"text": "Hi.", "output_format": "s16le"}, "X-API-Key", e.Key)
+		},
+		func() *Resp { return CallWith(c, "GET", srv.API+"/voices/"+e.Voice, nil, "X-API-Key", e.Key) },
+		func() *Resp {
+			return CallWith(c, "POST", srv.API+"/tokens", map[string]any{"ttl_seconds": 60}, "X-API-Key", e.Key)
+		},
+		func() *Resp { return CallWith(c, "GET", srv.API+"/voices?page_size=5", nil, "X-API-Key", e.Key) },
+	}
 }
 
 func (l *storeLoad) finish() {
@@ -182,18 +186,6 @@ func probeStoreLockSQLite(ctx context.Context, s *Suite) (string, bool) {
 	if err != nil {
 		return err.Error(), false
 	}
-	path := strings.TrimPrefix(srv.DB, "sqlite://")
-	db, err := sql.Open("sqlite", path+"?_busy_timeout=10000")
-	if err != nil {
-		return err.Error(), false
-	}
-	defer db.Close()
-	conn, err := db.Conn(ctx)
-	if err != nil {
-		return err.Error(), false
-	}
-	defer conn.Close()
-
 	var mu sync.Mutex
 	hung := false
 	isHung := func() bool { mu.Lock(); defer mu.Unlock(); return hung }
@@ -203,12 +195,13 @@ func probeStoreLockSQLite(ctx context.Context, s *Suite) (string, bool) {
 	mu.Lock()
 	hung = true
 	mu.Unlock()
-	if _, err := conn.ExecContext(ctx, "BEGIN EXCLUSIVE"); err != nil {
+	lock, err := lockSQLite(ctx, srv.DB)
+	if err != nil {
 		load.finish()
-		return "BEGIN EXCLUSIVE: " + err.Error(), false
+		return err.Error(), false
 	}
 	time.Sleep(sqliteHold)
-	_, rbErr := conn.ExecContext(context.Background(), "ROLLBACK")
+	rbErr := lock.release()
 	recovered := waitFor(30*time.Second, func() bool { return e.Speak("Back.").Status == 200 })
 	mu.Lock()
 	hung = false
@@ -216,9 +209,49 @@ func probeStoreLockSQLite(ctx context.Context, s *Suite) (string, bool) {
 	time.Sleep(time.Second)
 	load.finish()
 	if rbErr != nil {
-		return "ROLLBACK: " + rbErr.Error(), false
+		return rbErr.Error(), false
 	}
 	return load.verdict(recovered && srv.Alive())
+}
+
+// sqliteLock is a SQLite store held under BEGIN EXCLUSIVE by a connection
+// of this process: to the server, another process holds its file.
+type sqliteLock struct {
+	db   *sql.DB
+	conn *sql.Conn
+}
+
+// lockSQLite takes the exclusive lock on the store at dbURL
+// (sqlite://PATH), waiting up to 10 s for the server's own transactions.
+func lockSQLite(ctx context.Context, dbURL string) (*sqliteLock, error) {
+	db, err := sql.Open("sqlite", strings.TrimPrefix(dbURL, "sqlite://")+"?_busy_timeout=10000")
+	if err != nil {
+		return nil, err
+	}
+	conn, err := db.Conn(ctx)
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "BEGIN EXCLUSIVE")
+		if err != nil {
+			conn.Close()
+			err = fmt.Errorf("BEGIN EXCLUSIVE: %w", err)
+		}
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &sqliteLock{db: db, conn: conn}, nil
+}
+
+// release rolls the transaction back, which frees the file, and closes.
+func (l *sqliteLock) release() error {
+	_, err := l.conn.ExecContext(context.Background(), "ROLLBACK")
+	l.conn.Close()
+	l.db.Close()
+	if err != nil {
+		return fmt.Errorf("ROLLBACK: %w", err)
+	}
+	return nil
 }
 
 // Signal sends sig to the cluster's postmaster and every process it

@@ -244,6 +244,38 @@ func (s *Suite) startUpstreamRig() (*upRig, error) {
 		return nil, err
 	}
 	s.OnClose(up.Close)
+	dir, err := os.MkdirTemp(s.Tmp, "upstream-")
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := writeUpstreamConfig(dir, up.URL())
+	if err != nil {
+		return nil, err
+	}
+	srv, err := s.StartServer("upstream-faults", ServerOpts{Dir: dir, Args: []string{"--engine-workers", "1", "--config", cfg}})
+	if err != nil {
+		return nil, err
+	}
+	r := &upRig{up: up, srv: srv}
+	if r.espeak, err = s.NewEnv(srv, "enterprise", "--billing", "off", "--rps", "0", "--concurrency", "100"); err != nil {
+		return nil, err
+	}
+	if r.env, err = s.NewEnv(srv, "enterprise", "--billing", "meter", "--rps", "0", "--concurrency", "100"); err != nil {
+		return nil, err
+	}
+	if r.voices, err = upstreamVoices(r.env); err != nil {
+		return nil, err
+	}
+	if sr := r.espeak.Speak("Warm up."); sr.Status != 200 {
+		return nil, fmt.Errorf("espeak warm-up: %s", sr.Outcome())
+	}
+	return r, nil
+}
+
+// writeUpstreamConfig writes, in dir, a voicesvc configuration listing
+// one upstream engine per hostile kind at url (engine u-KIND, voice alias
+// u-KIND) and returns its path, for --config.
+func writeUpstreamConfig(dir, url string) (string, error) {
 	var y strings.Builder
 	y.WriteString("engines:\n")
 	for _, k := range upKinds {
@@ -258,46 +290,32 @@ func (s *Suite) startUpstreamRig() (*upRig, error) {
     max_sentence_bytes: 16777216
     voices:
       - {alias: u-%s, voice: %s, language: la}
-`, k, up.URL(), upTimeout, upSentenceTimeout, k, k)
-	}
-	dir, err := os.MkdirTemp(s.Tmp, "upstream-")
-	if err != nil {
-		return nil, err
+`, k, url, upTimeout, upSentenceTimeout, k, k)
 	}
 	cfg := filepath.Join(dir, "voicesvc.yaml")
-	if err := os.WriteFile(cfg, []byte(y.String()), 0o600); err != nil {
-		return nil, err
-	}
-	srv, err := s.StartServer("upstream-faults", ServerOpts{Dir: dir, Args: []string{"--engine-workers", "1", "--config", cfg}})
-	if err != nil {
-		return nil, err
-	}
-	r := &upRig{up: up, srv: srv, voices: map[string]string{}}
-	if r.espeak, err = s.NewEnv(srv, "enterprise", "--billing", "off", "--rps", "0", "--concurrency", "100"); err != nil {
-		return nil, err
-	}
-	if r.env, err = s.NewEnv(srv, "enterprise", "--billing", "meter", "--rps", "0", "--concurrency", "100"); err != nil {
-		return nil, err
-	}
-	lr := Call("GET", srv.API+"/voices?visibility=public&language=la&page_size=100", nil, "X-API-Key", r.env.Key)
+	return cfg, os.WriteFile(cfg, []byte(y.String()), 0o600)
+}
+
+// upstreamVoices finds the voice id of each hostile kind in the catalog
+// as e's workspace sees it.
+func upstreamVoices(e *Env) (map[string]string, error) {
+	lr := Call("GET", e.Srv.API+"/voices?visibility=public&language=la&page_size=100", nil, "X-API-Key", e.Key)
 	if lr.Status != 200 {
 		return nil, fmt.Errorf("GET /voices: %s", lr.Outcome())
 	}
+	voices := map[string]string{}
 	for _, v := range lr.Data()["voices"].([]any) {
 		m, _ := v.(map[string]any)
 		if a, _ := m["alias"].(string); strings.HasPrefix(a, "u-") {
-			r.voices[strings.TrimPrefix(a, "u-")], _ = m["id"].(string)
+			voices[strings.TrimPrefix(a, "u-")], _ = m["id"].(string)
 		}
 	}
 	for _, k := range upKinds {
-		if r.voices[k] == "" {
+		if voices[k] == "" {
 			return nil, fmt.Errorf("no voice u-%s in the catalog: %.300s", k, lr.Body)
 		}
 	}
-	if sr := r.espeak.Speak("Warm up."); sr.Status != 200 {
-		return nil, fmt.Errorf("espeak warm-up: %s", sr.Outcome())
-	}
-	return r, nil
+	return voices, nil
 }
 
 // upOutcome is one request against a hostile voice.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -40,7 +41,8 @@ func (e *Env) SSEEach(text string, limit time.Duration, each func(SSEEvent) bool
 	}
 	defer r.Body.Close()
 	if r.StatusCode != 200 {
-		return fmt.Errorf("stream: status %d", r.StatusCode)
+		b, _ := io.ReadAll(io.LimitReader(r.Body, 64<<10))
+		return fmt.Errorf("stream: status %s", (&Resp{Status: r.StatusCode, Body: b}).Outcome())
 	}
 	sc := bufio.NewScanner(r.Body)
 	sc.Buffer(make([]byte, 64*1024), 4<<20)

@@ -98,3 +98,59 @@ func TestHostileUpstreamKinds(t *testing.T) {
 		}
 	}
 }
+
+// TestSoakEndCheck: the base checkpoint sits at 5 minutes or a sixth of a
+// shorter run, and growth past 10% fails while a drop does not.
+func TestSoakEndCheck(t *testing.T) {
+	if baseMark(time.Hour) != 5*time.Minute || baseMark(6*time.Minute) != time.Minute {
+		t.Fatalf("baseMark %v %v", baseMark(time.Hour), baseMark(6*time.Minute))
+	}
+	base := &soakSample{rss: 100 << 20, goroutines: 40, fds: 20}
+	if ok, out := checkGrowth(base, soakSample{rss: 110 << 20, goroutines: 44, fds: 22}); !ok {
+		t.Fatalf("+10%% refused: %s", out)
+	}
+	if ok, out := checkGrowth(base, soakSample{rss: 50 << 20, goroutines: 30, fds: 15}); !ok {
+		t.Fatalf("a drop refused: %s", out)
+	}
+	if ok, out := checkGrowth(base, soakSample{rss: 100 << 20, goroutines: 45, fds: 20}); ok {
+		t.Fatalf("+12.5%% goroutines accepted: %s", out)
+	}
+	if ok, _ := checkGrowth(nil, soakSample{}); ok {
+		t.Fatal("no base checkpoint accepted")
+	}
+}
+
+// TestSoakFaultAttribution: a request belongs to the window open at its
+// start, else at its end, else the last one begun while it ran; only
+// store_unavailable in the store window is excused.
+func TestSoakFaultAttribution(t *testing.T) {
+	f := &soakFaults{}
+	m0 := f.begin()
+	if f.windowOf(m0) != nil {
+		t.Fatal("a window without any")
+	}
+	f.windows = []*faultWindow{
+		{n: 1, fault: "drip", aimed: map[string]int{}, other: map[string]int{}},
+		{n: 2, fault: storeFault, aimed: map[string]int{}, other: map[string]int{}},
+	}
+	f.seq.Store(1)
+	f.active.Store(1)
+	m1 := f.begin()
+	f.active.Store(0)
+	if w := f.windowOf(m1); w == nil || w.n != 1 {
+		t.Fatalf("open at the start: %+v", w)
+	}
+	if w := f.windowOf(m0); w == nil || w.n != 1 {
+		t.Fatalf("begun while it ran: %+v", w)
+	}
+	if f.windowOf(f.begin()) != nil {
+		t.Fatal("after the window")
+	}
+	if f.record(f.windows[0], "503 store_unavailable") || !f.record(f.windows[1], "503 store_unavailable") ||
+		f.record(f.windows[1], "502 upstream_error") || f.record(nil, "503 store_unavailable") {
+		t.Fatal("excuses")
+	}
+	if !isServerError("500 internal") || !isServerError("stream ended with error internal") || isServerError("502 upstream_error") {
+		t.Fatal("isServerError")
+	}
+}

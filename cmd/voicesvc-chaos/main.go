@@ -1,7 +1,8 @@
 // Command voicesvc-chaos runs the hardening suite (package chaos) against
 // the real voicesvc binary: `voicesvc-chaos` runs every probe and prints
 // the table; `-fast` only the quick ones; `soak -duration 1h` runs steady
-// mixed traffic and writes a CSV of the server's resources.
+// mixed traffic and writes a CSV of the server's resources (`soak -faults`
+// injects the upstream and store faults in turn meanwhile).
 package main
 
 import (
@@ -85,6 +86,9 @@ func soak(ctx context.Context, args []string) int {
 	rate := fs.Float64("rate", 20, "requests per second, all kinds together")
 	every := fs.Duration("sample", time.Minute, "sampling interval")
 	out := fs.String("out", "chaos/results", "directory for the CSV and the summary")
+	faults := fs.Bool("faults", false, "inject the upstream and store faults in turn under the load")
+	window := fs.Duration("fault-window", 20*time.Second, "length of an upstream fault window")
+	faultEvery := fs.Duration("fault-every", 0, "one fault window starts this often (0: min(2m, duration/14), at least fault-window+10s)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -94,7 +98,8 @@ func soak(ctx context.Context, args []string) int {
 		return 2
 	}
 	defer s.Close()
-	ok, err := s.Soak(ctx, chaos.SoakOpts{Duration: *duration, Rate: *rate, Sample: *every, OutDir: *out}, os.Stdout)
+	ok, err := s.Soak(ctx, chaos.SoakOpts{Duration: *duration, Rate: *rate, Sample: *every, OutDir: *out,
+		Faults: *faults, FaultWindow: *window, FaultEvery: *faultEvery}, os.Stdout)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "soak:", err)
 		return 1
