@@ -59,15 +59,16 @@ func (t *task) queueCut(buf string, spans []engine.Span, rest int) {
 	t.textAt = chars + utf8.RuneCountInString(buf[from:rest])
 }
 
-// ledger is what a context's frames took from the balance, per month
-// (almost always one), so that part of it can be given back exactly.
+// ledger is what a context's frames took from the balance, per month and
+// day (almost always one of each), so that part of it can be given back
+// exactly: to the month's balance and to the day's usage it was counted in.
 type ledger []control.Charge
 
 func (l *ledger) add(c control.Charge) {
 	if c.WorkspaceID == "" || c.FromAllowance == 0 && c.FromCredits == 0 {
 		return
 	}
-	if n := len(*l); n > 0 && (*l)[n-1].Month == c.Month && (*l)[n-1].WorkspaceID == c.WorkspaceID {
+	if n := len(*l); n > 0 && (*l)[n-1].Month == c.Month && (*l)[n-1].Day == c.Day && (*l)[n-1].WorkspaceID == c.WorkspaceID {
 		(*l)[n-1].FromAllowance += c.FromAllowance
 		(*l)[n-1].FromCredits += c.FromCredits
 		return
@@ -76,13 +77,13 @@ func (l *ledger) add(c control.Charge) {
 }
 
 // take removes n characters from the ledger and returns them as charges to
-// refund: the last taken first, that is the newest month first and, within
-// a month, credits before the allowance (a charge takes the allowance
-// first).
+// refund: the last taken first, that is the newest day first and, within
+// a day, credits before the allowance (a charge takes the allowance
+// first). Each carries its day, so the daily usage gives it back too.
 func (l *ledger) take(n int64, out []control.Charge) []control.Charge {
 	for i := len(*l) - 1; i >= 0 && n > 0; i-- {
 		c := &(*l)[i]
-		r := control.Charge{WorkspaceID: c.WorkspaceID, Month: c.Month}
+		r := control.Charge{WorkspaceID: c.WorkspaceID, Month: c.Month, Day: c.Day}
 		r.FromCredits = min(n, c.FromCredits)
 		n -= r.FromCredits
 		r.FromAllowance = min(n, c.FromAllowance)
