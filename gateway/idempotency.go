@@ -38,7 +38,7 @@ import (
 //     the key (AbandonIdempotent), so that a retry runs again; so does a
 //     panic.
 //
-// speak buffers its audio whenever the header is sent (speak.go), so the
+// speak buffers its audio whenever the header is sent (dialect/native), so the
 // body is in the response when the handler returns. A handler that streams
 // its body anyway is answered as usual but not remembered.
 

@@ -147,7 +147,7 @@ func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFu
 			p, err = s.authenticate(ctx, rt)
 		}
 		if err == nil {
-			err = s.admitRequest(ctx, p) // requests per second (admission.go)
+			err = s.admitRequest(ctx, p) // requests per second (the core's AllowRequest)
 		}
 		if err != nil {
 			s.writeError(ctx, err)

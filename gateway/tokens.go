@@ -17,22 +17,20 @@ import (
 //
 //   - POST /tokens (createToken) stores only the SHA-256 of the token.
 //   - authenticate (auth.go) resolves `Authorization: Bearer vst_...` through
-//     tokenPrincipal: unknown, expired or used tokens and tokens whose
+//     the core's AuthToken (synth/credentials.go): unknown, expired or used tokens and tokens whose
 //     creating key is revoked or expired are 401 token_invalid. This only
 //     reads; the token stays valid.
 //   - A token is consumed when its request is let through, never before:
-//     admit (admission.go) calls Server.consumeToken last, after the rps
+//     the core's Admit (synth/admit.go) spends it last, after the rps
 //     check, the body and voice checks, the feature check, the concurrency
 //     slot and the charge. A request refused by any of those (429, 402, 403,
 //     400) leaves the token valid (docs/api.md#access-tokens). ConsumeToken is one
 //     conditional UPDATE in the store, so of any number of simultaneous uses
 //     on any number of servers exactly one wins; the others answer 401
-//     token_invalid and admit undoes their slot and charge.
+//     token_invalid and Admit undoes their slot and charge.
 //
-// Other transports (the WebSocket handshake, dashboard speech) that take a
-// token must do the same: authenticate with tokenPrincipal, run their own
-// checks and admission, then call consumeToken once the work is certain to
-// run, and treat its error as the answer (401 token_invalid).
+// Every protocol that takes a token goes through the same core: AuthToken,
+// then Admit; none consumes a token itself.
 
 // Token lifetime bounds (docs/api.md#limits).
 const (

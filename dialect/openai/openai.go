@@ -11,10 +11,10 @@
 // model is required and any value routes to the one model; instructions and
 // unknown fields are ignored. opus is an Ogg Opus file (audio/ogg), not the
 // WebSocket's bare packets. stream_format "sse" wraps the same bytes in
-// speech.audio.delta events (compat_sse.go). Auth is an API key as
+// speech.audio.delta events (sse.go). Auth is an API key as
 // `Authorization: Bearer` or X-API-Key (scope tts); access tokens and
-// anything else are 401 (auth.go, route flag bearerKeys). GET /compat/models
-// and /compat/audio/voices (compat_list.go) take the same credentials.
+// anything else are 401 (web.BearerKeys). GET /compat/models, /compat/models/{model}
+// and /compat/audio/voices (lists.go) take the same credentials.
 //
 // The order is speak's: rps (route wrapper) -> body (synth.ParseOpenAI) ->
 // the core's Prepare (voice, engine, language) and admission (slot,
