@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -124,46 +125,20 @@ func probeStoreHangPostgres(ctx context.Context, s *Suite) (string, bool) {
 	if err != nil {
 		return "no Postgres: " + err.Error(), false
 	}
-	srv, err := s.StartServer("pg-hang", ServerOpts{DB: pg.NewDB("hang"),
-		Args: []string{"--engine", "reference", "--reference-rtf", "0", "--engine-workers", "0",
-			"--store-timeout", hangStoreTimeout.String()}})
-	if err != nil {
-		return err.Error(), false
-	}
-	defer srv.Stop()
-	e, err := s.NewEnv(srv, "enterprise", "--billing", "meter", "--rps", "0", "--concurrency", "100")
-	if err != nil {
-		return err.Error(), false
-	}
-	var mu sync.Mutex
-	hung := false
-	isHung := func() bool { mu.Lock(); defer mu.Unlock(); return hung }
-	load := startStoreLoad(e, 8, isHung)
-	time.Sleep(2 * time.Second)
-
-	mu.Lock()
-	hung = true
-	mu.Unlock()
-	pids, err := pg.Signal(syscall.SIGSTOP)
-	if err != nil {
-		pg.Signal(syscall.SIGCONT)
-		load.finish()
-		return "SIGSTOP: " + err.Error(), false
-	}
-	time.Sleep(5 * time.Second)
-	_, contErr := pg.Signal(syscall.SIGCONT)
-	// The hang lasts until the server answers again.
-	recovered := waitFor(30*time.Second, func() bool { return e.Speak("Back.").Status == 200 })
-	mu.Lock()
-	hung = false
-	mu.Unlock()
-	time.Sleep(time.Second) // a second of load after the recovery
-	load.finish()
-	if contErr != nil {
-		return "SIGCONT: " + contErr.Error(), false
-	}
-	out, ok := load.verdict(recovered && srv.Alive())
-	return fmt.Sprintf("%d processes stopped 5s; %s", pids, out), ok
+	return hangUnderLoad(s, "pg-hang", pg.NewDB("hang"), func(string) (string, func() error, error) {
+		pids, err := pg.Signal(syscall.SIGSTOP)
+		if err != nil {
+			pg.Signal(syscall.SIGCONT)
+			return "", nil, fmt.Errorf("SIGSTOP: %w", err)
+		}
+		time.Sleep(5 * time.Second)
+		return fmt.Sprintf("%d processes stopped 5s; ", pids), func() error {
+			if _, err := pg.Signal(syscall.SIGCONT); err != nil {
+				return fmt.Errorf("SIGCONT: %w", err)
+			}
+			return nil
+		}, nil
+	})
 }
 
 // sqliteHold is how long store-lock-sqlite holds the file: longer than the
@@ -175,7 +150,24 @@ const sqliteHold = 7 * time.Second
 // own) holds the server's SQLite file under BEGIN EXCLUSIVE for sqliteHold
 // under load. Writes cannot happen; reads may (WAL).
 func probeStoreLockSQLite(ctx context.Context, s *Suite) (string, bool) {
-	srv, err := s.StartServer("sqlite-lock", ServerOpts{
+	return hangUnderLoad(s, "sqlite-lock", "", func(db string) (string, func() error, error) {
+		lock, err := lockSQLite(ctx, db)
+		if err != nil {
+			return "", nil, err
+		}
+		time.Sleep(sqliteHold)
+		return "", lock.release, nil
+	})
+}
+
+// hangUnderLoad runs a store-hang probe: a server on db ("" for its own
+// SQLite file) with a short --store-timeout under the store load, then
+// hang, which makes its store hang (given the server's DB), holds it, and
+// returns what it did and how to end it. The hang lasts until the server
+// answers again; a second of load follows. Every answer during it must be
+// 2xx or 503 store_unavailable (startStoreLoad's verdict).
+func hangUnderLoad(s *Suite, name, db string, hang func(db string) (string, func() error, error)) (string, bool) {
+	srv, err := s.StartServer(name, ServerOpts{DB: db,
 		Args: []string{"--engine", "reference", "--reference-rtf", "0", "--engine-workers", "0",
 			"--store-timeout", hangStoreTimeout.String()}})
 	if err != nil {
@@ -186,32 +178,26 @@ func probeStoreLockSQLite(ctx context.Context, s *Suite) (string, bool) {
 	if err != nil {
 		return err.Error(), false
 	}
-	var mu sync.Mutex
-	hung := false
-	isHung := func() bool { mu.Lock(); defer mu.Unlock(); return hung }
-	load := startStoreLoad(e, 8, isHung)
+	var hung atomic.Bool
+	load := startStoreLoad(e, 8, hung.Load)
 	time.Sleep(2 * time.Second)
 
-	mu.Lock()
-	hung = true
-	mu.Unlock()
-	lock, err := lockSQLite(ctx, srv.DB)
+	hung.Store(true)
+	what, end, err := hang(srv.DB)
 	if err != nil {
 		load.finish()
 		return err.Error(), false
 	}
-	time.Sleep(sqliteHold)
-	rbErr := lock.release()
+	endErr := end()
 	recovered := waitFor(30*time.Second, func() bool { return e.Speak("Back.").Status == 200 })
-	mu.Lock()
-	hung = false
-	mu.Unlock()
-	time.Sleep(time.Second)
+	hung.Store(false)
+	time.Sleep(time.Second) // a second of load after the recovery
 	load.finish()
-	if rbErr != nil {
-		return rbErr.Error(), false
+	if endErr != nil {
+		return endErr.Error(), false
 	}
-	return load.verdict(recovered && srv.Alive())
+	out, ok := load.verdict(recovered && srv.Alive())
+	return what + out, ok
 }
 
 // sqliteLock is a SQLite store held under BEGIN EXCLUSIVE by a connection

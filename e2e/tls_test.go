@@ -60,7 +60,7 @@ func selfSigned(t testing.TB, dir string) (certFile, keyFile string, pool *x509.
 
 // TestTLS: with --tls-cert/--tls-key the same routes answer over HTTPS,
 // speak streams its audio, and the realtime WebSocket works over wss
-// (decisions.md "Dialects": some official clients dial only https/wss).
+// (docs/dialects.md#tls: some official clients dial only https/wss).
 func TestTLS(t *testing.T) {
 	cert, key, pool := selfSigned(t, t.TempDir())
 	srv := harness.Start(t, harness.Options{Args: refArgs(0, "--tls-cert", cert, "--tls-key", key)})

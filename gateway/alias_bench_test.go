@@ -1,24 +1,16 @@
 package gateway
 
 import (
-	"context"
 	"io"
-	"log/slog"
 	"net"
-	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/valyala/fasthttp"
-
-	"voicesvc/control"
-	"voicesvc/engine/reference"
-	"voicesvc/synth"
 )
 
 // BenchmarkSpeakByName is the server's cost of one short speak (s16le,
-// streamed, read to its end) naming the voice three ways (decisions.md
-// "Workspace voice aliases": the lookup order is voice id, workspace alias,
+// streamed, read to its end) naming the voice three ways (docs/api.md#voice-aliases:
+// the lookup order is voice id, workspace alias,
 // catalog alias): by-id, by-workspace-alias (the workspace's own voice
 // under a name of its choosing) and by-catalog-alias (a catalog voice by
 // its public alias, which is first looked up, and missed, among the
@@ -44,29 +36,8 @@ import (
 // name is cached per workspace (synth.VoiceCache.ResolveAlias), misses
 // included.
 func BenchmarkSpeakByName(b *testing.B) {
-	db := openStore(b, filepath.Join(b.TempDir(), "bench.db"))
-	eng := reference.New()
-	if err := synth.SeedCatalog(context.Background(), db, eng); err != nil {
-		b.Fatal(err)
-	}
-	deps := Deps{Store: db, Engine: eng, Billing: control.BillingOff, Logger: slog.New(slog.DiscardHandler)}
-	srv, err := New(Config{}, deps)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { srv.Shutdown(context.Background()) })
-	ts := &testServer{t: b, store: db, srv: srv}
-	ws := ts.workspace("enterprise")
-	key := ts.newKey(ws.ID, nil, 0, false)
-	cat := eng.Catalog()[0]
-	v := &control.Voice{ID: control.NewID(), OrgID: ws.ID, Name: "Bench voice", Status: control.VoiceReady,
-		CloneMethod: "instant", Visibility: "private", PrimaryLanguage: cat.Language, Profile: cat.Profile}
-	if err := db.CreateVoice(context.Background(), v); err != nil {
-		b.Fatal(err)
-	}
-	if _, ok := waitFor(5*time.Second, func() bool { return srv.core.KeysLive() && srv.core.Voices().Live() }); !ok {
-		b.Fatal("caches never became live")
-	}
+	srv, key, v := benchSpeakServer(b, Deps{})
+	cat := srv.engine.Catalog()[0]
 	h := srv.Handler()
 	conn, peer := net.Pipe() // a streamed body moves its connection's write deadline
 	b.Cleanup(func() { conn.Close(); peer.Close() })

@@ -8,8 +8,8 @@ import (
 )
 
 // TestVoiceAliases: a workspace names voices it may use (its own and the
-// catalog's) and every synthesis path takes the names (decisions.md
-// "Workspace voice aliases"); other workspaces do not see them.
+// catalog's) and every synthesis path takes the names
+// (docs/api.md#voice-aliases); other workspaces do not see them.
 func TestVoiceAliases(t *testing.T) {
 	ss := newSynthServer(t, synthOpts{})
 	catalog := ss.srv.engine.Catalog()[0].Alias

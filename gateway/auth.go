@@ -13,7 +13,6 @@ var (
 	hdrAuthorization = []byte("Authorization")
 	bearerPrefix     = []byte("Bearer ")
 	errUnauthorized  = control.Errorf(control.EUnauthorized, "missing or invalid API key")
-	errKeyExpired    = control.Errorf(control.EKeyExpired, "API key expired")
 )
 
 // authenticate finds the principal of a request and checks the route's
@@ -42,13 +41,13 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*control.Pri
 			return nil, errUnauthorized
 		case rt.bearerKeys && bytes.HasPrefix(cred, []byte(control.APIKeyPrefix)):
 			p, err = s.authKey(cred)
-		case s.tokenAuth != nil && bytes.HasPrefix(cred, []byte(control.AccessTokenPrefix)) &&
+		case bytes.HasPrefix(cred, []byte(control.AccessTokenPrefix)) &&
 			(rt.tokens || rt.scope != control.ScopeTTS):
 			// Tokens work on speak and stream (rt.tokens). Elsewhere a valid
 			// token fails the scope check below (403 insufficient_scope:
 			// listing, creating, cloning), except on the other tts routes
 			// (POST /tokens, compat), which take API keys only: 401.
-			p, err = s.tokenAuth(ctx, cred, rt)
+			p, err = s.core.AuthToken(cred)
 		default:
 			return nil, errUnauthorized
 		}

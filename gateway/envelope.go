@@ -95,10 +95,6 @@ var errInternal = &control.Error{Code: control.EInternal, Message: "internal err
 // appendString appends s as a JSON string, escaped as encoding/json does.
 func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s) }
 
-func appendStringBytes(b []byte, s []byte) []byte {
-	return appendString(b, b2s(s))
-}
-
 // jsonFields appends `,"name":` (or `"name":` as the first field).
 func appendKey(b []byte, first bool, name string) []byte {
 	if !first {

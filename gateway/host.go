@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,10 +39,7 @@ func (h *protoHost) Cause(ctx context.Context, err error) error { return h.s.dra
 func (h *protoHost) AuthKey(key []byte) (*control.Principal, error) { return h.s.authKey(key) }
 
 func (h *protoHost) AuthToken(token []byte) (*control.Principal, error) {
-	if h.s.tokenAuth == nil {
-		return nil, errTokenInvalid
-	}
-	return h.s.tokenAuth(nil, token, nil)
+	return h.s.core.AuthToken(token)
 }
 
 func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
@@ -58,8 +56,8 @@ func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	if r.Idempotent {
 		handler = s.idempotent(handler)
 	}
-	if r.Streams {
-		s.streamPaths = append(s.streamPaths, literalTail(r.Path))
+	if tail := literalTail(r.Path); r.Streams && !slices.Contains(s.streamPaths, tail) {
+		s.streamPaths = append(s.streamPaths, tail)
 	}
 	var g registrar = s.apiGroup
 	if r.Root {

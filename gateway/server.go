@@ -257,11 +257,6 @@ type Server struct {
 	// limit (requestConfig): *fasthttp.RequestHeader -> the length.
 	tooLarge sync.Map
 
-	// tokenAuth authenticates an `Authorization: Bearer vst_...` access
-	// token on routes that accept tokens; nil until tokens exist, in which
-	// case such requests are refused like a missing key.
-	tokenAuth func(ctx *fasthttp.RequestCtx, token []byte, rt *route) (*control.Principal, error)
-
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 	stopOnce  sync.Once

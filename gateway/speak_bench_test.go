@@ -13,6 +13,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine/reference"
+	"voicesvc/synth"
 )
 
 // BenchmarkSpeakHandler is the server's cost of one short speak (wav,
@@ -47,9 +48,15 @@ func benchSpeakHandler(b *testing.B, deps Deps) {
 	}
 }
 
-func benchSpeakFormat(b *testing.B, deps Deps, format string) {
+// benchSpeakServer is a server on the unpaced reference engine, billing
+// off, with the catalog, an enterprise workspace, its key and a ready voice
+// of its own, its caches live: what the speak benchmarks share.
+func benchSpeakServer(b *testing.B, deps Deps) (srv *Server, key string, v *control.Voice) {
 	db := openStore(b, filepath.Join(b.TempDir(), "bench.db"))
 	eng := reference.New()
+	if err := synth.SeedCatalog(context.Background(), db, eng); err != nil {
+		b.Fatal(err)
+	}
 	deps.Store, deps.Engine, deps.Billing = db, eng, control.BillingOff
 	deps.Logger = slog.New(slog.DiscardHandler)
 	srv, err := New(Config{}, deps)
@@ -59,9 +66,9 @@ func benchSpeakFormat(b *testing.B, deps Deps, format string) {
 	b.Cleanup(func() { srv.Shutdown(context.Background()) })
 	ts := &testServer{t: b, store: db, srv: srv}
 	ws := ts.workspace("enterprise")
-	key := ts.newKey(ws.ID, nil, 0, false)
+	key = ts.newKey(ws.ID, nil, 0, false)
 	cat := eng.Catalog()[0]
-	v := &control.Voice{ID: control.NewID(), OrgID: ws.ID, Name: "Bench voice", Status: control.VoiceReady,
+	v = &control.Voice{ID: control.NewID(), OrgID: ws.ID, Name: "Bench voice", Status: control.VoiceReady,
 		CloneMethod: "instant", Visibility: "private", PrimaryLanguage: cat.Language, Profile: cat.Profile}
 	if err := db.CreateVoice(context.Background(), v); err != nil {
 		b.Fatal(err)
@@ -69,6 +76,11 @@ func benchSpeakFormat(b *testing.B, deps Deps, format string) {
 	if _, ok := waitFor(5*time.Second, func() bool { return srv.core.KeysLive() && srv.core.Voices().Live() }); !ok {
 		b.Fatal("caches never became live")
 	}
+	return srv, key, v
+}
+
+func benchSpeakFormat(b *testing.B, deps Deps, format string) {
+	srv, key, v := benchSpeakServer(b, deps)
 	h := srv.Handler()
 	var ctx fasthttp.RequestCtx
 	var req fasthttp.Request

@@ -41,18 +41,12 @@ const (
 	tokenMaxVoices = 100
 )
 
-var (
-	errTokenInvalid = control.Errorf(control.ETokenInvalid, "access token unknown, expired or used")
-	hdrNoStore      = []byte("no-store")
-)
+var hdrNoStore = []byte("no-store")
 
-// tokenRoutes registers POST /tokens and plugs token authentication and
-// consumption into the server (called from routes, after initSynthesis).
+// tokenRoutes registers POST /tokens (called from routes); tokens are
+// authenticated and spent by the core (AuthToken, Admit).
 func (s *Server) tokenRoutes(api *router.Group) {
 	s.api(api, "POST", "/tokens", control.ScopeTTS, keysOnly, s.createToken)
-	s.tokenAuth = func(_ *fasthttp.RequestCtx, cred []byte, _ *route) (*control.Principal, error) {
-		return s.core.AuthToken(cred)
-	}
 }
 
 // tokenBody is the body of POST /tokens; both fields are optional.
@@ -145,7 +139,7 @@ func (s *Server) tokenVoices(ids *[]string, p *control.Principal) ([]string, err
 		if slices.Contains(out, id) {
 			continue
 		}
-		if _, err := s.usableVoice(id, p); err != nil {
+		if _, err := s.core.UsableVoice(p, id); err != nil {
 			if control.IsCode(err, control.ENotFound) {
 				return nil, control.Errorf(control.EInvalidVoiceID, "voice_ids: %q is not a voice this workspace can use", id)
 			}

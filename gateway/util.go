@@ -45,7 +45,4 @@ func statusText(code int) string {
 var (
 	hdrCacheControl   = []byte("Cache-Control")
 	hdrIdempotencyKey = []byte("Idempotency-Key")
-	hdrSampleRate     = []byte("X-Sample-Rate")
-	hdrAudioFormat    = []byte("X-Audio-Format")
-	hdrChannels       = []byte("X-Channels")
 )

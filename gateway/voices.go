@@ -30,7 +30,7 @@ func pathID(ctx *fasthttp.RequestCtx) string {
 
 // GET /voices/{id}: the workspace's own voice or a public one.
 func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	v, err := s.usableVoice(pathID(ctx), p)
+	v, err := s.core.UsableVoice(p, pathID(ctx))
 	if err != nil {
 		s.writeError(ctx, err)
 		return
@@ -41,27 +41,6 @@ func (s *Server) getVoice(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		return
 	}
 	s.writeData(ctx, fasthttp.StatusOK, &voiceData{v: v, aliases: aliases})
-}
-
-// usableVoice returns a voice p may read or synthesize with; anything else
-// (malformed id, unknown, another workspace's) is the same 404, so that ids
-// of other workspaces cannot be probed. The voice is shared with the cache:
-// read-only.
-func (s *Server) usableVoice(id string, p *control.Principal) (*control.Voice, error) {
-	if !control.ValidID(id) {
-		return nil, errNotFound
-	}
-	v, err := s.core.Voices().Get(s.store, id)
-	if err != nil {
-		if control.IsCode(err, control.ENotFound) {
-			return nil, errNotFound
-		}
-		return nil, err
-	}
-	if !v.Usable(p.WorkspaceID) {
-		return nil, errNotFound
-	}
-	return v, nil
 }
 
 // GET /voices: the workspace's voices, then ready public catalog voices.
@@ -166,7 +145,7 @@ func (s *Server) newVoice(in *voiceInput, p *control.Principal) (*control.Voice,
 		ConsentAt: now, ConsentKeyID: p.KeyID, CreatedAt: now, UpdatedAt: now,
 	}
 	if in.baseVoiceID != "" {
-		base, err := s.usableVoice(in.baseVoiceID, p)
+		base, err := s.core.UsableVoice(p, in.baseVoiceID)
 		if control.IsCode(err, control.ENotFound) {
 			return nil, control.Errorf(control.EInvalidVoiceID, "base_voice_id: no such voice")
 		}

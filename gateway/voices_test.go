@@ -16,7 +16,7 @@ var voiceFields = map[string]bool{
 	"visibility": true, "primary_language": true, "labels": true, "settings": true,
 	"sample_audio_url": true, "base_voice_id": true, "alias": true, "org_id": true,
 	"created_at": true, "updated_at": true,
-	"workspace_aliases": true, // the asking workspace's names for it (decisions.md "Workspace voice aliases")
+	"workspace_aliases": true, // the asking workspace's names for it (docs/api.md#voice-aliases)
 }
 
 func checkVoiceFields(t *testing.T, v map[string]any) {

@@ -2,7 +2,6 @@ package synth
 
 import (
 	"context"
-	"errors"
 	"sync/atomic"
 
 	"voicesvc/control"
@@ -221,19 +220,4 @@ func (a *Admission) Refund(ctx context.Context, ch control.Charge) error {
 	c, cancel := a.s.call(ctx)
 	defer cancel()
 	return a.s.meter.Refund(c, ch)
-}
-
-// IsRefusal reports whether err is one of admission's refusals (a limit,
-// billing, or the plan's features), as opposed to a failure.
-func IsRefusal(err error) bool {
-	var e *control.Error
-	if !errors.As(err, &e) {
-		return false
-	}
-	switch e.Code {
-	case control.ERateLimited, control.EConcurrencyLimited, control.ETooManySessions,
-		control.EQuotaExhausted, control.EInsufficientCredits, control.EFeatureDisabled:
-		return true
-	}
-	return false
 }

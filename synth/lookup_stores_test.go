@@ -17,7 +17,7 @@ import (
 )
 
 // The core's voice lookup over both real stores: every rule of
-// decisions.md "Workspace voice aliases" (id, then workspace alias, then
+// docs/api.md#voice-aliases (id, then workspace alias, then
 // catalog alias; shadowing; other workspaces; a token's voice_ids on the
 // id a name resolves to; readiness; id-shaped and taken aliases; aliases
 // deleted with their voice). The same rules run over the fake store in

@@ -138,12 +138,6 @@ func (s *Service) Engines() *engine.Registry { return s.engines }
 // Voices is the core's voice cache, for the server's change feed.
 func (s *Service) Voices() *VoiceCache { return s.voices }
 
-// Meter is the core's meter (balances for usage pages and headers).
-func (s *Service) Meter() control.Meter { return s.meter }
-
-// Limiter is the core's limiter.
-func (s *Service) Limiter() control.Limiter { return s.limiter }
-
 // call is the context of one store round trip.
 // It is not the caller's context: a limit or a charge is settled even when
 // the client has gone meanwhile (a refund must land).

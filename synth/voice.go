@@ -79,23 +79,14 @@ func usableOr404(p *control.Principal, ref string) func(*control.Voice, error) (
 	}
 }
 
-// usable returns the voice with id if p's workspace may use it (its own or
-// public), for the resource routes, which take ids only: 404 otherwise.
-// Tokens do not narrow it: resource routes take keys.
-func (s *Service) usable(p *control.Principal, id string) (*control.Voice, error) {
+// UsableVoice returns the voice with id if p's workspace may use it (its
+// own or public), for the resource routes, which take ids only: 404
+// otherwise. Tokens do not narrow it: resource routes take keys.
+func (s *Service) UsableVoice(p *control.Principal, id string) (*control.Voice, error) {
 	if !control.ValidID(id) {
 		return nil, voiceNotFound(id)
 	}
-	v, err := s.voices.Get(s.store, id)
-	switch {
-	case control.IsCode(err, control.ENotFound):
-		return nil, voiceNotFound(id)
-	case err != nil:
-		return nil, err
-	case !v.Usable(p.WorkspaceID):
-		return nil, voiceNotFound(id)
-	}
-	return v, nil
+	return usableOr404(p, id)(s.voices.Get(s.store, id))
 }
 
 // SetAliases replaces the aliases p's workspace gives voice voiceID (PUT
@@ -106,7 +97,7 @@ func (s *Service) usable(p *control.Principal, id string) (*control.Voice, error
 // changes nothing. This server's alias cache for the workspace is dropped
 // at once; other servers' by the store's "alias" change.
 func (s *Service) SetAliases(ctx context.Context, p *control.Principal, voiceID string, aliases []string) ([]string, error) {
-	if _, err := s.usable(p, voiceID); err != nil {
+	if _, err := s.UsableVoice(p, voiceID); err != nil {
 		return nil, err
 	}
 	list, err := control.ValidateAliases(aliases)
@@ -127,7 +118,7 @@ func (s *Service) SetAliases(ctx context.Context, p *control.Principal, voiceID 
 // /voices/{id}/aliases), in the order set; empty when none. 404 not_found
 // when the voice is not the workspace's own or public.
 func (s *Service) Aliases(ctx context.Context, p *control.Principal, voiceID string) ([]string, error) {
-	if _, err := s.usable(p, voiceID); err != nil {
+	if _, err := s.UsableVoice(p, voiceID); err != nil {
 		return nil, err
 	}
 	c, cancel := s.call(ctx)
