@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
+	"voicesvc/dialect/elevenlabs"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -213,7 +214,7 @@ type Deps struct {
 	// (tracing.go); nil: tracing is off and costs nothing.
 	TracerProvider trace.TracerProvider
 	// Protocols are the protocol packages the server answers (package
-	// web); nil: the native protocol and the OpenAI dialect.
+	// web); nil: the native protocol and the OpenAI and ElevenLabs dialects.
 	Protocols []web.Protocol
 }
 
@@ -310,6 +311,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.protocols = []web.Protocol{
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
+			elevenlabs.New(elevenlabs.Config{}),
 		}
 	}
 	s.routes()

@@ -59,6 +59,8 @@ type Store interface {
 	// ConsumeToken marks an access token used; ETokenInvalid when another
 	// use won or it expired.
 	ConsumeToken(ctx context.Context, hash []byte, now int64) error
+	// Balance reports a workspace's billing state for a month (Usage).
+	Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error)
 }
 
 // Hooks let the server count what only the core sees; nil fields are off.
@@ -143,6 +145,15 @@ func (s *Service) Voices() *VoiceCache { return s.voices }
 // the client has gone meanwhile (a refund must land).
 func (s *Service) call(context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.timeout)
+}
+
+// Usage is p's workspace's billing state this UTC month: the characters
+// used, the plan's allowance and the prepaid credits left, as the metering
+// recorded them (what a dialect's account endpoint reports).
+func (s *Service) Usage(ctx context.Context, p *control.Principal) (control.Balance, error) {
+	c, cancel := s.call(ctx)
+	defer cancel()
+	return s.store.Balance(c, p.WorkspaceID, control.Month(time.Now()), p.Limits.MonthlyChars)
 }
 
 // WorkspaceOf is the workspace as the meter needs it: p's limits, resolved
