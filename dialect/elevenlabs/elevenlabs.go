@@ -160,7 +160,7 @@ func vendorStatus(ctx *fasthttp.RequestCtx, e *control.Error) string {
 	case control.EVoiceNotAllowed:
 		return "voice_not_allowed"
 	case control.ENotFound:
-		if bytes.Contains(ctx.Path(), []byte("/text-to-speech/")) {
+		if voiceID(ctx) != "" { // a synthesis route: its voice is unknown
 			return "voice_not_found"
 		}
 		return "not_found"
