@@ -48,10 +48,12 @@ func (a *aligner) finish(end float64) {
 }
 
 // spread places the characters up to code point upTo evenly from a.last to
-// end.
+// end (not before a.last). With none to place, the time up to end is
+// silence: the next characters start there.
 func (a *aligner) spread(upTo int, end float64) {
 	n := upTo - a.atChar
 	if n <= 0 {
+		a.last = max(a.last, end)
 		return
 	}
 	from := a.last
