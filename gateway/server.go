@@ -311,7 +311,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.protocols = []web.Protocol{
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
-			elevenlabs.New(elevenlabs.Config{}),
+			elevenlabs.New(elevenlabs.Config{Session: s.sessionConfig()}),
 		}
 	}
 	s.routes()

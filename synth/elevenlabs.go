@@ -1,10 +1,12 @@
 package synth
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"voicesvc/codec"
 	"voicesvc/control"
+	"voicesvc/jsonw"
 )
 
 // The ElevenLabs dialect's rules (docs/dialects.md#elevenlabs): its field
@@ -126,4 +128,39 @@ func elevenLabsField(body []byte, key string) ([]byte, error) {
 		return nil, control.Errorf(control.EInvalidJSON, "the body must be a JSON object")
 	}
 	return raw, nil
+}
+
+// ParseElevenLabsSocket validates the options a stream-input socket's URL
+// names: output_format (nil: the default) and language_code (nil: the
+// voice's language), as the HTTP endpoints take them.
+func ParseElevenLabsSocket(outputFormat, languageCode []byte) (Options, error) {
+	r := &ElevenLabsRules
+	o := r.defaults()
+	if languageCode != nil {
+		if err := r.language(&o, jsonw.AppendString(nil, string(languageCode))); err != nil {
+			return o, err
+		}
+	}
+	name := ElevenLabsDefaultFormat
+	if outputFormat != nil {
+		name = string(outputFormat)
+	}
+	return o, r.FormatName(&o, name)
+}
+
+// ElevenLabsVoiceSettings applies the voice_settings object of a socket's
+// first message (raw JSON; absent or null: nothing) to o: its speed, by
+// the shared rule; the rest is ignored.
+func ElevenLabsVoiceSettings(o *Options, raw []byte) error {
+	if IsNull(raw) {
+		return nil
+	}
+	if !json.Valid(raw) || raw[0] != '{' {
+		return fail(control.EInvalidRequest, "voice_settings", "voice_settings must be an object")
+	}
+	speed, err := elevenLabsField(raw, "speed")
+	if err != nil {
+		return err
+	}
+	return ElevenLabsRules.speed(o, speed)
 }

@@ -27,6 +27,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/jsonw"
+	"voicesvc/sessions"
 	"voicesvc/telemetry"
 	"voicesvc/web"
 )
@@ -43,7 +44,11 @@ const (
 )
 
 // Config tunes the dialect; zero fields take the defaults.
-type Config struct{}
+type Config struct {
+	// Session configures the realtime sessions (MaxContexts is the
+	// vendor's 5, whatever it says).
+	Session sessions.Config
+}
 
 // Protocol is the ElevenLabs dialect's routes.
 type Protocol struct {
@@ -80,6 +85,7 @@ func (e *Protocol) Register(h web.Host) {
 	h.Handle(web.Route{Method: "GET", Path: Base + voicesPath, Scope: control.ScopeVoicesRead, Auth: e.authenticate}, e.voices)
 	h.Handle(web.Route{Method: "GET", Path: Base + modelsPath, Scope: control.ScopeTTS, Auth: e.authenticate}, e.models)
 	h.Handle(web.Route{Method: "GET", Path: Base + subscriptionPath, Scope: control.ScopeTTS, Auth: e.authenticate}, e.subscription)
+	e.registerSockets(h)
 }
 
 var (
