@@ -44,7 +44,8 @@ test-go:
 test-e2e: build
 	@if [ -f e2e/package.json ]; then \
 	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
-	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test && \
+	  cd elevenlabs && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
 # The fixed benchmark suite, once with the real engine and once with the

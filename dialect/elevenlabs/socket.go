@@ -126,6 +126,9 @@ type wire struct {
 	multi   bool
 	auto    bool
 	seen    map[string]bool
+	// ended: a stream-input socket's text has ended (its empty text);
+	// what follows while it finishes is ignored.
+	ended bool
 }
 
 var _ sessions.Wire = (*wire)(nil)
@@ -166,6 +169,9 @@ func (w *wire) Parse(b []byte, cmds []sessions.Command) ([]sessions.Command, err
 	if err := json.Unmarshal(b, &m); err != nil {
 		return cmds, sessions.Invalid("", "not a stream-input message: %v", err)
 	}
+	if w.ended {
+		return cmds, nil
+	}
 	ctx := singleContext
 	if w.multi && m.ContextID != nil && *m.ContextID != "" {
 		ctx = *m.ContextID
@@ -189,6 +195,7 @@ func (w *wire) Parse(b []byte, cmds []sessions.Command) ([]sessions.Command, err
 		case text == "" && !w.multi:
 			// The end of the input: what waits is spoken, then the
 			// context ends and so does the socket.
+			w.ended = true
 			return append(cmds, sessions.Command{Kind: sessions.Append, Context: ctx, Finalize: true},
 				sessions.Command{Kind: sessions.EndSession, Graceful: true}), nil
 		case text != "":
