@@ -301,3 +301,50 @@ func TestElevenLabsSocketAuth(t *testing.T) {
 		t.Fatalf("revoked: closed %v after %v", closed, time.Since(start))
 	}
 }
+
+// TestElevenLabsSocketSlots: each socket holds one of the workspace's
+// realtime sessions, as the native WebSocket does, shared with it: a fifth
+// socket of a pro workspace (4 sessions) is refused 429 in the vendor's
+// shape with Retry-After; closing one frees its slot.
+func TestElevenLabsSocketSlots(t *testing.T) {
+	ss := newSynthServer(t, synthOpts{})
+	var conns []*websocket.Conn
+	for i := range 4 {
+		var c *websocket.Conn
+		var r *http.Response
+		var err error
+		if i == 0 {
+			c, r, err = ss.wsDial("", wsKey(ss.key)) // the native socket shares the slots
+		} else {
+			c, r, err = ss.elDial(ss.voice, "multi-stream-input", "", xiKey(ss.key))
+		}
+		if err != nil {
+			t.Fatalf("socket %d: %v (%v)", i, err, r)
+		}
+		defer c.Close()
+		conns = append(conns, c)
+	}
+	_, r, err := ss.elDial(ss.voice, "stream-input", "", xiKey(ss.key))
+	if err == nil || r == nil || r.StatusCode != 429 || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("5th socket: %v %v", err, r)
+	}
+	b, _ := io.ReadAll(r.Body)
+	if !strings.Contains(string(b), `"code":"too_many_sessions"`) || !strings.Contains(string(b), `"status":"too_many_concurrent_requests"`) {
+		t.Errorf("5th socket: %s", b)
+	}
+	conns[1].WriteJSON(map[string]any{"close_socket": true})
+	for {
+		if _, _, err := conns[1].ReadMessage(); err != nil {
+			break
+		}
+	}
+	if _, ok := waitFor(5*time.Second, func() bool {
+		c, _, err := ss.elDial(ss.voice, "stream-input", "", xiKey(ss.key))
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}); !ok {
+		t.Fatal("slot not released")
+	}
+}
