@@ -99,8 +99,13 @@ func (o *Options) defaults() error {
 		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
 			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
 		}
+	case "elevenlabs":
+		o.Scenarios = []string{scenarioElevenLabs}
+		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
+			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
+		}
 	default:
-		return fmt.Errorf("--target %q: want voicesvc or openai", o.Target)
+		return fmt.Errorf("--target %q: want voicesvc, openai or elevenlabs", o.Target)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
@@ -163,8 +168,11 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if o.Target == "openai" {
+	switch o.Target {
+	case "openai":
 		return executeOpenAI(ctx, o)
+	case "elevenlabs":
+		return executeElevenLabs(ctx, o)
 	}
 	levels := o.Sweep
 	if len(levels) == 0 {

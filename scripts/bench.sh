@@ -209,6 +209,24 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
   echo "   baseline done at +$(($(date +%s) - t0))s"
 fi
 
+# The ElevenLabs dialect (BENCH_DIALECTS=0 skips it): its stream-input
+# socket, one utterance a socket, against the native WebSocket of the same
+# server (reference unpaced, at nice 10, as the baseline), round by round
+# in turn, at 1 stream and DIALECT_LEVELS paced listeners
+# (elevenlabs/: results.json, report.md and the added TTFB table).
+if [ "${BENCH_DIALECTS:-1}" = 1 ]; then
+  mkdir -p "$tmp/dialects" "$OUT/elevenlabs"
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/dialects/bench.db" 0
+  key=$(workspace "sqlite://$tmp/dialects/bench.db")
+  echo "== elevenlabs: stream-input vs the native WebSocket at $base (pid $server_pid), levels ${DIALECT_LEVELS:-1,64}"
+  "$BIN" bench --target elevenlabs --base "$base/voice-svc/api/v1/public/compat/elevenlabs" --key "$key" \
+    --voice "$VOICE_REFERENCE" --server-pid "$server_pid" --via "$base" --via-key "$key" --via-pid "$server_pid" \
+    --sweep "${DIALECT_LEVELS:-1,64}" --rounds 3 --duration 2s --warmup 500ms --quiet --out "$OUT/elevenlabs" \
+    | tee "$OUT/elevenlabs/table.txt"
+  stop_server
+  echo "   elevenlabs done at +$(($(date +%s) - t0))s"
+fi
+
 set -- $ENGINES
 if [ $# -ge 2 ]; then
   "$BIN" bench compare "$OUT/$1" "$OUT/$2" >"$OUT/compare.txt"
