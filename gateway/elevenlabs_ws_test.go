@@ -297,9 +297,12 @@ func TestElevenLabsSocketAuth(t *testing.T) {
 	}
 	start := time.Now()
 	_, _, closed := readContexts(t, c, []string{"never"}, true)
+	// The rule is 2 seconds; the bound is generous for a shared machine
+	// (the native socket's test allows as much).
 	if !closed || time.Since(start) > 10*time.Second {
 		t.Fatalf("revoked: closed %v after %v", closed, time.Since(start))
 	}
+	t.Logf("closed %v after the revocation", time.Since(start).Round(time.Millisecond))
 }
 
 // TestElevenLabsSocketSlots: each socket holds one of the workspace's

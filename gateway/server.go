@@ -24,6 +24,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -239,7 +240,10 @@ type Server struct {
 	protocols   []web.Protocol
 	prefixes    []protoPrefix
 	streamPaths []string
-	metrics     *metrics
+	// streamPrefixes know the streaming routes whose path ends in a
+	// parameter: the literal part before it (isStreamPath).
+	streamPrefixes []string
+	metrics        *metrics
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
 	core       *synth.Service // the application core: voices, admission, jobs
@@ -449,6 +453,11 @@ func isUploadPath(p []byte) bool {
 func (s *Server) isStreamPath(p []byte) bool {
 	for _, tail := range s.streamPaths {
 		if hasSuffix(p, tail) {
+			return true
+		}
+	}
+	for _, prefix := range s.streamPrefixes {
+		if len(p) > len(prefix) && string(p[:len(prefix)]) == prefix && bytes.IndexByte(p[len(prefix):], '/') < 0 {
 			return true
 		}
 	}
