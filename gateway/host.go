@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,6 +43,9 @@ func (h *protoHost) AuthToken(token []byte) (*control.Principal, error) {
 	return h.s.core.AuthToken(token)
 }
 
+func (h *protoHost) UploadBody(ctx *fasthttp.RequestCtx) (io.Reader, error) {
+	return h.s.uploadBody(ctx)
+}
 func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
 	return h.s.admitRequest(ctx, p)
 }
@@ -54,10 +58,13 @@ func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	rt := s.apiRoute(r.Method+" "+r.Path, r.Scope, creds(r.Creds))
 	rt.auth = r.Auth
 	if r.Idempotent {
-		handler = s.idempotent(handler)
+		handler = s.idempotent(handler, r.Fingerprint)
 	}
 	if tail := literalTail(r.Path); r.Streams && !slices.Contains(s.streamPaths, tail) {
 		s.streamPaths = append(s.streamPaths, tail)
+	}
+	if tail := literalTail(r.Path); r.Upload && !slices.Contains(s.uploadPaths, tail) {
+		s.uploadPaths = append(s.uploadPaths, tail)
 	}
 	var g registrar = s.apiGroup
 	if r.Root {
@@ -81,6 +88,8 @@ func creds(c web.Creds) credKind {
 		return withTokens
 	case web.BearerKeys:
 		return withBearerKeys
+	case web.SessionOnly:
+		return sessionOnly
 	}
 	return keysOnly
 }

@@ -48,6 +48,9 @@ const (
 	// BearerKeys: also `Authorization: Bearer vsk_...` API keys, and no
 	// cookie (third-party clients send their key so).
 	BearerKeys
+	// SessionOnly: the dashboard's session cookie alone; a key or a token
+	// is 403 (key management).
+	SessionOnly
 )
 
 // Route is one route of a protocol.
@@ -62,6 +65,12 @@ type Route struct {
 	// Idempotent: an Idempotency-Key replays the first answer (the
 	// handler must then answer with a whole body, not a stream).
 	Idempotent bool
+	// Upload: the body is not read before the handler, which reads it
+	// with Host.UploadBody (the server's upload size and time limits).
+	// Fingerprint then hashes it for Idempotent: it may read the body
+	// itself, once per request, and keep what it read for the handler.
+	Upload      bool
+	Fingerprint func(ctx *fasthttp.RequestCtx, p *control.Principal) ([]byte, error)
 	// Streams: the answer is written while audio is generated, for longer
 	// than the server's write timeout (each write is bounded instead).
 	Streams bool
@@ -133,6 +142,13 @@ type Host interface {
 	// AllowRequest counts a request that a protocol authenticated itself
 	// (Route.Auth does this for routes).
 	AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error
+	// UploadBody is the body of an Upload route, read as it arrives: an
+	// announced or actual size over the server's upload limit is 413 and
+	// a body that stops arriving is 400 (both *control.Error, from the
+	// reader's Read too). Reading it to its end leaves the connection at
+	// the next request; otherwise it is closed after the answer.
+	UploadBody(ctx *fasthttp.RequestCtx) (io.Reader, error)
+
 	// Upgrade answers a WebSocket handshake of p (authenticated, within its
 	// request rate): it checks the handshake, admits the session with the
 	// core (engine, balance, session slot, streaming feature, stream slot,

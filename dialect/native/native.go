@@ -24,6 +24,9 @@ type Config struct {
 	SSEChunk time.Duration
 	// Session configures the realtime sessions.
 	Session sessions.Config
+	// UploadDir holds the uploads' temporary files (unlinked at once, so
+	// nothing stays there); "": the system's temporary directory.
+	UploadDir string
 }
 
 // Protocol is the native protocol's routes.
@@ -48,8 +51,9 @@ func (*Protocol) AppendError(b []byte, ctx *fasthttp.RequestCtx, e *control.Erro
 	return web.AppendEnvelopeError(b, ctx, e, status)
 }
 
-// Register adds speak, SSE and the WebSocket. Access tokens work on all
-// three; speak takes an Idempotency-Key.
+// Register adds speak, SSE and the WebSocket (access tokens work on all
+// three; speak takes an Idempotency-Key), and the resources: voices and
+// their aliases, jobs, enroll and clone, tokens, keys, usage, media.
 func (n *Protocol) Register(h web.Host) {
 	n.h = h
 	n.speak, n.sse = h.Series(telemetry.Speak), h.Series(telemetry.SSE)
@@ -58,6 +62,10 @@ func (n *Protocol) Register(h web.Host) {
 	h.Handle(web.Route{Method: "POST", Path: "/voices/{id}/stream", Scope: control.ScopeTTS, Creds: web.Tokens,
 		Streams: true}, n.stream)
 	n.registerWebSocket(h)
+	n.registerVoices(h)
+	n.registerClone(h)
+	n.registerKeys(h)
+	n.registerMedia(h)
 }
 
 // pathID is the {id} of the route: a voice id or name. It points into
