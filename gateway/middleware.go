@@ -86,16 +86,26 @@ func (s *Server) routes() {
 		p.Register(&protoHost{s: s, proto: p})
 	}
 
-	// The dashboard's pages (dashboard.go); its cookie session is
-	// authenticated in auth.go, session.go.
-	s.dashboardRoutes(r)
+	// The dashboard's pages are the native protocol's; its cookie session
+	// is authenticated here (auth.go, session.go). This router cannot hold
+	// both /dashboard and /dashboard/: GET /dashboard (no slash) is
+	// redirected on its way to the 404.
+	unmatched, dash := r.NotFound, s.plain(s.newRoute("GET /dashboard/{page}", "", false), func(ctx *fasthttp.RequestCtx) {
+		ctx.Redirect("/dashboard/", fasthttp.StatusFound)
+	})
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		if ctx.IsGet() && string(ctx.Path()) == "/dashboard" {
+			dash(ctx)
+			return
+		}
+		unmatched(ctx)
+	}
 
 	api.OPTIONS("/{path:*}", s.plain(s.newRoute("OPTIONS preflight", "", true), s.preflight))
 
 	r.GET("/healthz", s.plain(s.newRoute("GET /healthz", "", false), s.healthz))
 	r.GET("/readyz", s.plain(s.newRoute("GET /readyz", "", false), s.readyz))
 	r.GET("/metrics", s.plain(s.newRoute("GET /metrics", "", false), s.metrics.serve))
-	s.docsRoutes(r) // GET /docs/, /openapi.yaml: the documentation (docs.go)
 }
 
 func (s *Server) newRoute(name, scope string, cors bool) *route {

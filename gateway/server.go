@@ -341,7 +341,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 	watchCtx, cancel := context.WithCancel(context.Background())
 	s.stopWatch, s.watchDone = cancel, make(chan struct{})
-	go s.watchChanges(watchCtx)
+	go func() {
+		defer close(s.watchDone)
+		defer s.core.Close()
+		s.core.Follow(watchCtx, s.store, s.ws.keyChanged, s.ws.recheck)
+	}()
 	return s, nil
 }
 

@@ -52,8 +52,4 @@ func statusText(code int) string {
 	return strconv.Itoa(code)
 }
 
-var (
-	hdrCacheControl   = []byte("Cache-Control")
-	hdrIdempotencyKey = []byte("Idempotency-Key")
-	hdrNoStore        = []byte("no-store")
-)
+var hdrIdempotencyKey = []byte("Idempotency-Key")

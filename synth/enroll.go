@@ -196,18 +196,7 @@ func sanitizeFilename(s string) string {
 // Enroll moves a draft or failed voice of p's workspace to processing with
 // a pending clone job, whose clip data reads back. Enrolling is free.
 func (s *Service) Enroll(ctx context.Context, p *control.Principal, id string, clip *control.Clip, data func() ([]byte, error)) (*control.Voice, string, error) {
-	if !control.ValidID(id) {
-		return nil, "", errNotFound
-	}
-	st, c, cancel, err := s.resources()
-	if err != nil {
-		return nil, "", err
-	}
-	v, err := st.GetVoice(c, id)
-	cancel()
-	if err == nil && v.OrgID != p.WorkspaceID {
-		err = errNotFound
-	}
+	v, err := owned(s, p, id, Resources.GetVoice, func(v *control.Voice) string { return v.OrgID })
 	if err != nil {
 		return nil, "", err
 	}

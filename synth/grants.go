@@ -167,21 +167,14 @@ func (s *Service) CreateKey(ctx context.Context, p *control.Principal, in KeyFie
 // there at all (404). Every server stops taking it within 2 seconds (the
 // change feed resets their key caches).
 func (s *Service) RevokeKey(ctx context.Context, p *control.Principal, id string) (*control.APIKey, error) {
-	if !control.ValidID(id) {
-		return nil, errNotFound
+	if _, err := owned(s, p, id, Resources.GetAPIKey, func(k *control.APIKey) string { return k.WorkspaceID }); err != nil {
+		return nil, err
 	}
 	st, c, cancel, err := s.resources()
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
-	k, err := st.GetAPIKey(c, id)
-	if err == nil && k.WorkspaceID != p.WorkspaceID {
-		err = errNotFound
-	}
-	if err != nil {
-		return nil, err
-	}
 	return st.RevokeAPIKey(c, id, control.NowMS())
 }
 

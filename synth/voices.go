@@ -27,6 +27,7 @@ type Resources interface {
 	control.TokenService
 	control.JobService
 	control.DashboardService
+	control.WorkspaceService
 	Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error)
 }
 
@@ -128,6 +129,11 @@ func voiceFilter(q VoiceQuery) (control.VoiceFilter, error) {
 // workspace's aliases of it.
 func (s *Service) GetVoice(ctx context.Context, p *control.Principal, id string) (*control.Voice, []string, error) {
 	v, err := s.UsableVoice(p, id)
+	return s.withAliases(ctx, p, v, err)
+}
+
+// withAliases is v (unless err) with p's workspace's aliases of it.
+func (s *Service) withAliases(ctx context.Context, p *control.Principal, v *control.Voice, err error) (*control.Voice, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
@@ -214,14 +220,7 @@ func (s *Service) UpdateVoice(ctx context.Context, p *control.Principal, id stri
 	defer cancel()
 	v, err := st.UpdateVoice(c, p.WorkspaceID, id, in.VoiceUpdate)
 	s.voices.Invalidate(id)
-	if err != nil {
-		return nil, nil, err
-	}
-	aliases, err := s.Aliases(ctx, p, v.ID)
-	if err != nil {
-		return nil, nil, err
-	}
-	return v, aliases, nil
+	return s.withAliases(ctx, p, v, err)
 }
 
 // DeleteVoice deletes a voice of p's workspace; the store also cancels its
@@ -247,22 +246,30 @@ func (s *Service) DeleteVoice(ctx context.Context, p *control.Principal, id stri
 // Job is a clone job of p's workspace; another workspace's job is 404 like
 // an unknown one.
 func (s *Service) Job(ctx context.Context, p *control.Principal, id string) (*control.Job, error) {
+	return owned(s, p, id, Resources.GetJob, func(j *control.Job) string { return j.OrgID })
+}
+
+// owned reads a record of p's workspace by id with get; another
+// workspace's (ws names a record's) is 404 like an unknown one.
+func owned[T any](s *Service, p *control.Principal, id string,
+	get func(Resources, context.Context, string) (T, error), ws func(T) string) (T, error) {
+	var none T
 	if !control.ValidID(id) {
-		return nil, errNotFound
+		return none, errNotFound
 	}
 	st, c, cancel, err := s.resources()
 	if err != nil {
-		return nil, err
+		return none, err
 	}
 	defer cancel()
-	j, err := st.GetJob(c, id)
-	if err == nil && j.OrgID != p.WorkspaceID {
+	r, err := get(st, c, id)
+	if err == nil && ws(r) != p.WorkspaceID {
 		err = errNotFound
 	}
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	return j, nil
+	return r, nil
 }
 
 var errNotFound = control.Errorf(control.ENotFound, "not found")

@@ -17,7 +17,7 @@ var valMediaCache = []byte("public, no-cache")
 // its voice exists (synth.Service.Media); caches may keep a copy but must
 // ask again (no-cache), so a delete is not hidden behind a day of max-age.
 func (n *Protocol) registerMedia(h web.Host) {
-	h.Handle(web.Route{Method: "GET", Path: "/media/{name}", Root: true}, n.media)
+	h.Handle(web.Route{Method: "GET", Path: "/media/{name}", Root: true, CORS: true}, n.media)
 }
 
 func (n *Protocol) media(ctx *fasthttp.RequestCtx, _ *control.Principal) {

@@ -66,6 +66,8 @@ func (n *Protocol) Register(h web.Host) {
 	n.registerClone(h)
 	n.registerKeys(h)
 	n.registerMedia(h)
+	n.registerDashboard(h)
+	n.registerDocs(h)
 }
 
 // pathID is the {id} of the route: a voice id or name. It points into
