@@ -318,7 +318,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// a key) take it from 33 to 40 MiB (e2e
 		// TestAnnouncedUploadsReserveNothing). serveBody reads JSON
 		// bodies up to MaxJSONBody; uploads are received by their
-		// handlers after authentication (upload.go).
+		// handlers after authentication (uploadbody.go, web.Host.UploadBody).
 		StreamRequestBody:  true,
 		MaxRequestBodySize: cfg.MaxJSONBody,
 		// The listener already caps open connections (netguard); the
@@ -386,7 +386,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // body: uploads may be large and slow, streams may run long, and everything
 // else is small JSON. Bodies are streamed (New): the limit returned here
 // only bounds what fasthttp reads before the handler, which enforces the
-// route's real limit as it reads the rest (serveBody, upload.go). For an
+// route's real limit as it reads the rest (serveBody, uploadbody.go). For an
 // upload that is one byte (0 would mean fasthttp's default), so that the
 // key is checked before the body is read; for JSON routes 8 KiB, which
 // most bodies fit. An upload's first byte must come within

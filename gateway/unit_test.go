@@ -55,7 +55,7 @@ func TestRequestConfig(t *testing.T) {
 	}{
 		{APIRoot + "/voices", 256 << 10, false, false},
 		// Uploads: fasthttp reads one byte before the handler, which
-		// authenticates, then streams the body (upload.go).
+		// authenticates, then streams the body (uploadbody.go).
 		{APIRoot + "/voices/clone", 1, true, false},
 		{APIRoot + "/voices/0123456789abcdef01234567/enroll?x=1", 1, true, false},
 		{APIRoot + "/voices/0123456789abcdef01234567/stream", 256 << 10, false, true},

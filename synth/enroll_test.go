@@ -3,6 +3,8 @@ package synth
 import (
 	"strings"
 	"testing"
+
+	"voicesvc/control"
 )
 
 func TestPlainlyText(t *testing.T) {
@@ -48,5 +50,53 @@ func TestUploadShareSize(t *testing.T) {
 		if got := UploadShare(slots); got != want {
 			t.Errorf("UploadShare(%d) = %d, want %d", slots, got, want)
 		}
+	}
+}
+
+// TestAdmitUpload: the server's slots, then each workspace's share of them;
+// a refusal holds nothing, and release frees both (once).
+func TestAdmitUpload(t *testing.T) {
+	svc, err := NewService(Deps{Store: newFakeStore(), Engine: &fakeEngine{}, Meter: &fakeMeter{balance: 1}, MaxUploads: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	a, b := &control.Principal{WorkspaceID: "a"}, &control.Principal{WorkspaceID: "b"}
+	steps := []struct {
+		p    *control.Principal
+		code string // "": admitted
+	}{
+		{a, ""}, {a, ""}, {a, control.EConcurrencyLimited}, // a's share of 8 is 2
+		{b, ""}, {b, ""}, {b, control.EConcurrencyLimited},
+	}
+	var releases []func()
+	for i, s := range steps {
+		release, err := svc.AdmitUpload(s.p)
+		if control.ErrorCode(err) != s.code && !(s.code == "" && err == nil) {
+			t.Fatalf("step %d: %v, want %q", i, err, s.code)
+		}
+		if err == nil {
+			releases = append(releases, release)
+		}
+	}
+	if n := svc.UploadsInProgress(); n != 4 {
+		t.Fatalf("%d slots held, want 4", n)
+	}
+	releases[0]()
+	releases[0]()
+	if n := svc.UploadsInProgress(); n != 3 {
+		t.Fatalf("%d slots held after one release (twice), want 3", n)
+	}
+	if _, err := svc.AdmitUpload(a); err != nil {
+		t.Fatalf("a's share did not free: %v", err)
+	}
+	// The server's slots: 8 workspaces of one upload each fill them.
+	for i := 0; svc.UploadsInProgress() < 8; i++ {
+		if _, err := svc.AdmitUpload(&control.Principal{WorkspaceID: string(rune('c' + i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := svc.AdmitUpload(&control.Principal{WorkspaceID: "z"}); !control.IsCode(err, control.EUpstreamBusy) {
+		t.Fatalf("a full server: %v, want upstream_busy", err)
 	}
 }

@@ -1,8 +1,11 @@
 // Package native is voicesvc's own protocol (docs/api.md, docs/realtime.md):
-// speak (one audio file), server-sent events, and the realtime WebSocket.
-// It only translates: bodies are parsed with the core's rules
-// (synth.ParseSpeak, ParseStream), the core decides voices, access, limits
-// and billing, and the host (package gateway) streams the answer. The
+// speak (one audio file), server-sent events, the realtime WebSocket, and
+// the resources (voices and their aliases, jobs, enroll and clone, tokens,
+// keys, usage, media previews, the dashboard's pages, /docs/). It only
+// translates: bodies are decoded here and checked with the core's rules
+// (synth.ParseSpeak, ParseStream, VoiceCreate, CheckClip, ...), the core
+// decides voices, access, limits and billing, and the host (package
+// gateway) authenticates, bounds the bodies and streams the answer. The
 // WebSocket's sessions are package sessions.
 package native
 
