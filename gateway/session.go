@@ -32,10 +32,6 @@ import (
 // SessionCookie is the name of the dashboard's session cookie.
 const SessionCookie = web.SessionCookie
 
-// dashboardKeyPrefix marks the KeyID of a session principal, and of the
-// access tokens a session mints (tokenKeyState).
-const dashboardKeyPrefix = control.DashboardKeyPrefix
-
 var (
 	errSessionOnly = control.Errorf(control.EInsufficientScope,
 		"API keys are managed in the dashboard: this endpoint takes a dashboard session only")

@@ -214,3 +214,30 @@ func (s *Service) Usage(ctx context.Context, p *control.Principal) (*Usage, erro
 	}
 	return u, nil
 }
+
+// KeyRevoked reads whether the key keyID may no longer be used: revoked,
+// expired or deleted (the registry of open sessions ends theirs). A store
+// error counts as usable (the next change or expiry decides), so that a
+// store hiccup does not close every session.
+func (s *Service) KeyRevoked(keyID string) bool {
+	if strings.HasPrefix(keyID, control.DashboardKeyPrefix) {
+		// A token minted by a dashboard session: the session is not an API
+		// key, and signing out ends the page, not its open sockets
+		// (docs/api.md#dashboard-sessions).
+		return false
+	}
+	st, c, cancel, err := s.resources()
+	var k *control.APIKey
+	if err == nil {
+		k, err = st.GetAPIKey(c, keyID)
+		cancel()
+	}
+	if control.IsCode(err, control.ENotFound) {
+		return true
+	}
+	if err != nil {
+		s.log.Warn("websocket key check failed", "key_id", keyID, "err", err)
+		return false
+	}
+	return k.Check(control.NowMS()) != nil
+}
