@@ -68,7 +68,6 @@ func (n *Protocol) Register(h web.Host) {
 	n.registerVoices(h)
 	n.registerClone(h)
 	n.registerKeys(h)
-	n.registerMedia(h)
 	n.registerDashboard(h)
 	n.registerDocs(h)
 }

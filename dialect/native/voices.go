@@ -2,6 +2,7 @@ package native
 
 import (
 	"encoding/json"
+	"strconv"
 
 	"github.com/valyala/fasthttp"
 
@@ -10,7 +11,8 @@ import (
 	"voicesvc/web"
 )
 
-// The voices resource (docs/api.md#voices), its aliases and its jobs. Each
+// The voices resource (docs/api.md#voices), its aliases, its jobs and its
+// preview clips (media). Each
 // handler decodes, asks the core (which holds every rule), and writes the
 // data or the error.
 
@@ -31,6 +33,7 @@ func (n *Protocol) registerVoices(h web.Host) {
 	} {
 		h.Handle(web.Route{Method: r.method, Path: r.path, Scope: r.scope, Idempotent: r.idempotent}, r.handler)
 	}
+	h.Handle(web.Route{Method: "GET", Path: "/media/{name}", Root: true, CORS: true}, n.media)
 }
 
 // answer writes data, or err when there is one.
@@ -166,3 +169,24 @@ func (n *Protocol) getJob(ctx *fasthttp.RequestCtx, p *control.Principal) {
 }
 
 var errNotFound = control.Errorf(control.ENotFound, "not found")
+
+var valMediaCache = []byte("public, no-cache")
+
+// GET /media/{name} (at the host's root): clone previews written by the
+// job runner. Public, like the sample_audio_url that points here: the
+// names carry two random 96-bit ids. The core finds the file only while
+// its voice exists (synth.Service.Media); caches may keep a copy but must
+// ask again (no-cache), so a delete is not hidden behind a day of max-age.
+func (n *Protocol) media(ctx *fasthttp.RequestCtx, _ *control.Principal) {
+	name, _ := ctx.UserValue("name").(string)
+	f, size, err := n.h.Core().Media(name)
+	if err != nil {
+		n.h.WriteError(ctx, err)
+		return
+	}
+	ctx.Response.Header.SetContentType("audio/wav")
+	ctx.Response.Header.SetCanonical(hdrCacheControl, valMediaCache)
+	ctx.Response.Header.Set("Content-Length", strconv.FormatInt(size, 10))
+	ctx.SetStatusCode(fasthttp.StatusOK)
+	ctx.SetBodyStream(f, int(size)) // fasthttp closes f
+}
