@@ -61,7 +61,7 @@ func (s *Server) idempotent(h handlerFunc, fingerprint func(*fasthttp.RequestCtx
 			h(ctx, p)
 			return
 		}
-		if !validIdempotencyKey(raw) {
+		if !printableASCII(raw, idempotencyKeyMax) {
 			s.writeError(ctx, errIdempotencyKey)
 			return
 		}
@@ -150,19 +150,6 @@ func replay(ctx *fasthttp.RequestCtx, r *control.IdempotentResponse) {
 	}
 	ctx.Response.Header.SetCanonical(hdrIdempotentReplayed, valTrue)
 	ctx.Response.SetBody(r.Body)
-}
-
-// validIdempotencyKey: 1-255 printable ASCII characters.
-func validIdempotencyKey(k []byte) bool {
-	if len(k) == 0 || len(k) > idempotencyKeyMax {
-		return false
-	}
-	for _, c := range k {
-		if c < 0x20 || c > 0x7e {
-			return false
-		}
-	}
-	return true
 }
 
 // fingerprint is "METHOD PATH BODYHASH". An upload's body is streamed,

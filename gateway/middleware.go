@@ -252,11 +252,15 @@ func reqStart(ctx *fasthttp.RequestCtx) time.Time {
 
 // validRequestID: an incoming X-Request-Id of 1-128 printable ASCII
 // characters is kept, so that a caller's trace id survives the hop.
-func validRequestID(id []byte) bool {
-	if len(id) == 0 || len(id) > 128 {
+func validRequestID(id []byte) bool { return printableASCII(id, 128) }
+
+// printableASCII: 1 to max printable ASCII characters (request ids,
+// Idempotency-Key).
+func printableASCII(b []byte, max int) bool {
+	if len(b) == 0 || len(b) > max {
 		return false
 	}
-	for _, c := range id {
+	for _, c := range b {
 		if c < 0x20 || c > 0x7e {
 			return false
 		}
