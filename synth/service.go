@@ -34,6 +34,11 @@ type Service struct {
 	timeout time.Duration
 	keys    *keyCache
 	billing string // the server's default billing mode
+
+	res       Resources // the resource operations' store (voices.go)
+	uploads   *uploads  // enroll.go
+	mediaDir  string
+	jobQueued func()
 }
 
 // VoiceStore is where voices are read on a cache miss.
@@ -59,8 +64,6 @@ type Store interface {
 	// ConsumeToken marks an access token used; ETokenInvalid when another
 	// use won or it expired.
 	ConsumeToken(ctx context.Context, hash []byte, now int64) error
-	// Balance reports a workspace's billing state for a month (Usage).
-	Balance(ctx context.Context, ws, month string, allowance int64) (control.Balance, error)
 }
 
 // Hooks let the server count what only the core sees; nil fields are off.
@@ -96,6 +99,13 @@ type Deps struct {
 	// billing mode, which a workspace may override.
 	Keys    KeyCacheConfig
 	Billing string
+	// MaxUploads caps the uploads being received or stored at once
+	// (AdmitUpload; 0: 64). MediaDir holds the clone previews (Media);
+	// JobQueued is called after an enroll or clone stored a job, so that
+	// the job runner claims it without waiting for its poll; nil: none.
+	MaxUploads int
+	MediaDir   string
+	JobQueued  func()
 }
 
 // DefaultStoreTimeout bounds one store round trip of the core.
@@ -105,7 +115,8 @@ const DefaultStoreTimeout = 5 * time.Second
 func NewService(d Deps) (*Service, error) {
 	s := &Service{store: d.Store, voices: d.Voices, engines: d.Engines, builtin: d.Engine,
 		limiter: d.Limiter, meter: d.Meter, hooks: d.Hooks, log: d.Logger, timeout: d.StoreTimeout,
-		billing: d.Billing}
+		billing: d.Billing, uploads: newUploads(d.MaxUploads), mediaDir: d.MediaDir, jobQueued: d.JobQueued}
+	s.res, _ = d.Store.(Resources) // the server's store; fakes may have none
 	if s.billing == "" {
 		s.billing = control.BillingEnforce
 	}
@@ -145,15 +156,6 @@ func (s *Service) Voices() *VoiceCache { return s.voices }
 // the client has gone meanwhile (a refund must land).
 func (s *Service) call(context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), s.timeout)
-}
-
-// Usage is p's workspace's billing state this UTC month: the characters
-// used, the plan's allowance and the prepaid credits left, as the metering
-// recorded them (what a dialect's account endpoint reports).
-func (s *Service) Usage(ctx context.Context, p *control.Principal) (control.Balance, error) {
-	c, cancel := s.call(ctx)
-	defer cancel()
-	return s.store.Balance(c, p.WorkspaceID, control.Month(time.Now()), p.Limits.MonthlyChars)
 }
 
 // WorkspaceOf is the workspace as the meter needs it: p's limits, resolved

@@ -52,11 +52,6 @@ func newFakeStore() *fakeStore {
 	}, consumed: map[string]bool{}, aliases: map[string]map[string][]string{}}
 }
 
-// Balance: every workspace has its allowance untouched.
-func (f *fakeStore) Balance(_ context.Context, _, _ string, allowance int64) (control.Balance, error) {
-	return control.Balance{Allowance: allowance}, nil
-}
-
 func (f *fakeStore) GetVoice(_ context.Context, id string) (*control.Voice, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -123,12 +123,12 @@ func (e *Protocol) models(ctx *fasthttp.RequestCtx, _ *control.Principal) {
 // characters and character_limit the allowance plus the prepaid credits,
 // from voicesvc's metering; the reset is the next month's start.
 func (e *Protocol) subscription(ctx *fasthttp.RequestCtx, p *control.Principal) {
-	bal, err := e.h.Core().Usage(ctx, p)
+	u, err := e.h.Core().Usage(ctx, p)
 	if err != nil {
 		e.h.WriteError(ctx, err)
 		return
 	}
-	writeJSON(ctx, appendSubscription(nil, p.Plan, bal, time.Now()))
+	writeJSON(ctx, appendSubscription(nil, p.Plan, u.Balance, time.Now()))
 }
 
 // appendSubscription writes the subscription of a workspace on plan with
