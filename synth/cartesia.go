@@ -79,10 +79,14 @@ var CartesiaRules = Rules{
 	Names:        Names{Text: "transcript", OutputFormat: "output_format"},
 }
 
-// cartesiaSocketRules: a socket message's transcript may be empty.
+// cartesiaSocketRules: a socket message's transcript may be empty, and a
+// context that names no language speaks English (Cartesia's default; the
+// session engine checks the language before it looks the voice up, so the
+// voice's own language cannot stand in, as it does over HTTP).
 var cartesiaSocketRules = func() Rules {
 	r := CartesiaRules
 	r.TextOptional = true
+	r.DefaultLanguage = "en"
 	return r
 }()
 

@@ -7,6 +7,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/jsonw"
+	"voicesvc/sessions"
 	"voicesvc/synth"
 	"voicesvc/web"
 )
@@ -85,7 +86,7 @@ func appendDone(b []byte, contextID string) []byte {
 // with type, done and status_code, and "error" (the message again: LiveKit's
 // plugin reads an error message by that key).
 func appendErrorEvent(b []byte, contextID string, e *control.Error, requestID string) []byte {
-	status := web.StatusOf(e.Code)
+	status := statusOf(e.Code)
 	msg := message(e)
 	b = append(b, `{"type":"error","done":true,"status_code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
@@ -122,4 +123,21 @@ func appendContext(b []byte, contextID string) []byte {
 // appendSeconds keeps microseconds: enough for any rate, short on the wire.
 func appendSeconds(b []byte, s float64) []byte {
 	return strconv.AppendFloat(b, float64(int64(s*1e6+0.5))/1e6, 'f', -1, 64)
+}
+
+// statusOf is the status_code of an error event: web's table, and for the
+// session's own codes the status of their HTTP kin (LiveKit's plugin
+// retries a 5xx and goes on past a 4xx).
+func statusOf(code string) int {
+	switch code {
+	case sessions.CodeInvalidMessage:
+		return 400
+	case sessions.CodeVoiceNotFound:
+		return 404
+	case sessions.CodeContextExists:
+		return 409
+	case sessions.CodeTooManyContexts:
+		return 429
+	}
+	return web.StatusOf(code)
 }

@@ -300,3 +300,146 @@ test('LiveKit plugin: synthesize() at the host root lasts as long as the native 
     await tts.close();
   }
 });
+
+const wsFormat = { container: 'raw', encoding: 'pcm_s16le', sample_rate: 16000 };
+
+// receiveAll gathers a context's events until done.
+async function receiveAll(ctx) {
+  const out = { types: [], bytes: 0, words: [], flushes: [] };
+  for await (const ev of ctx.receive({ timeout: 30_000 })) {
+    out.types.push(ev.type);
+    assert.equal(ev.context_id, ctx.contextId);
+    if (ev.type === 'chunk') out.bytes += ev.audio.length;
+    if (ev.type === 'timestamps') {
+      const t = ev.word_timestamps;
+      t.words.forEach((w, i) => out.words.push({ w, start: t.start[i], end: t.end[i] }));
+    }
+    if (ev.type === 'flush_done') out.flushes.push(ev.flush_id);
+  }
+  return out;
+}
+
+// assertSlices: the words are the text's, in order, on a clock that moves on.
+function assertSlices(words, text) {
+  let at = 0;
+  let last = 0;
+  for (const { w, start, end } of words) {
+    const i = text.indexOf(w, at);
+    assert.ok(i >= 0, `word ${JSON.stringify(w)} in ${JSON.stringify(text)} after ${at}`);
+    at = i + w.length;
+    assert.ok(start >= last - 1e-6 && end >= start, `${w}: ${start}-${end} after ${last}`);
+    last = start;
+  }
+  assert.equal(words.map((x) => x.w).join(' '), text.replace(/[.,]/g, '').trim().split(/\s+/).join(' '));
+}
+
+test('websocket: two concurrent contexts, text in pieces with continue, word timestamps, flush acknowledged', async () => {
+  const ws = await client().tts.websocket();
+  try {
+    const opts = { model_id: 'sonic-3', voice: { mode: 'id', id: voice }, output_format: wsFormat, add_timestamps: true, language: 'en' };
+    const pieces = {
+      'ctx-a': ['Hello from ', 'the first ', 'context. It has ', 'two sentences.'],
+      'ctx-b': ['And this is ', 'the second ', 'one, spoken at the same time.'],
+    };
+    const ctxs = Object.keys(pieces).map((id) => ws.context({ ...opts, contextId: id }));
+    const results = Promise.all(ctxs.map(receiveAll));
+    for (let i = 0; i < 4; i++) {
+      for (const ctx of ctxs) {
+        const p = pieces[ctx.contextId][i];
+        if (p) await ctx.push({ transcript: p });
+      }
+    }
+    for (const ctx of ctxs) {
+      await ctx.flush();
+      await ctx.no_more_inputs();
+    }
+    const got = await results;
+    for (const [i, ctx] of ctxs.entries()) {
+      const r = got[i];
+      const text = pieces[ctx.contextId].join('');
+      assert.equal(r.types.at(-1), 'done', ctx.contextId);
+      assert.deepEqual(r.flushes, [1], `${ctx.contextId}: one flush_done, flush_id 1`);
+      assert.ok(r.bytes > 16000, `${ctx.contextId}: ${r.bytes} bytes of audio`);
+      assertSlices(r.words, text);
+    }
+  } finally {
+    ws.close();
+  }
+});
+
+test('websocket: cancel mid-sentence stops the context\'s audio; the socket goes on', async () => {
+  const ws = await client().tts.websocket();
+  try {
+    const long = 'This context is cancelled while its first very long sentence is still being spoken, ' +
+      'so almost none of the words that follow here are ever heard by anybody at all, which is the point.';
+    let chunks = 0;
+    ws.on('event', (ev) => { if (ev.context_id === 'ctx-c' && ev.type === 'chunk') chunks++; });
+    const ctx = ws.context({ model_id: 'sonic-3', voice, output_format: wsFormat, contextId: 'ctx-c', max_buffer_delay_ms: 0 });
+    await ctx.send({ transcript: long, continue: false });
+    while (chunks === 0) await new Promise((r) => setTimeout(r, 5));
+    await ctx.cancel();
+    await new Promise((r) => setTimeout(r, 1000));
+    const after = chunks;
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(chunks, after, 'no audio a second after cancel');
+    // The socket serves the next context.
+    const next = ws.context({ model_id: 'sonic-3', voice, output_format: wsFormat, contextId: 'ctx-d' });
+    await next.send({ transcript: 'Still here.', continue: false });
+    const r = await receiveAll(next);
+    assert.equal(r.types.at(-1), 'done');
+    assert.ok(r.bytes > 0);
+  } finally {
+    ws.close();
+  }
+});
+
+test('websocket: a bad message is an error event and the socket goes on', async () => {
+  const ws = await client().tts.websocket();
+  const errors = [];
+  ws.on('error', (e) => errors.push(e.error));
+  try {
+    const ctx = ws.context({ model_id: 'sonic-3', voice, output_format: { container: 'ogg' }, contextId: 'ctx-e' });
+    await ctx.send({ transcript: 'Hi.', continue: false });
+    await assert.rejects(receiveAll(ctx), /output_format.container/);
+    assert.equal(errors.length, 1);
+    assert.equal(errors[0].error_code, 'invalid_output_format');
+    assert.equal(errors[0].status_code, 400);
+    assert.equal(errors[0].context_id, 'ctx-e');
+    const ok = ws.context({ model_id: 'sonic-3', voice, output_format: wsFormat, contextId: 'ctx-f' });
+    await ok.send({ transcript: 'Fine.', continue: false });
+    assert.equal((await receiveAll(ok)).types.at(-1), 'done');
+  } finally {
+    ws.close();
+  }
+});
+
+test('LiveKit plugin: a stream over the socket, then one interrupted, then another on the same socket', async () => {
+  initializeLogger({ pretty: false, level: 'warn' });
+  const tts = livekit();
+  try {
+    const s1 = tts.stream();
+    s1.pushText('Hello from the LiveKit plugin. ');
+    s1.pushText('It streams over the Cartesia socket.');
+    s1.flush();
+    s1.endInput();
+    const n1 = await samplesOf(s1);
+    assert.ok(n1 > 24000, `${n1} samples`);
+
+    const s2 = tts.stream();
+    s2.pushText('This turn is interrupted by the user long before it could ever finish speaking all of its words. '.repeat(3));
+    s2.flush();
+    let frames = 0;
+    for await (const ev of s2) {
+      if (ev !== Symbol.for('lk.tts.end') && ev.frame && ++frames === 2) break;
+    }
+    s2.close();
+
+    const s3 = tts.stream();
+    s3.pushText('And the next turn works.');
+    s3.flush();
+    s3.endInput();
+    assert.ok((await samplesOf(s3)) > 0);
+  } finally {
+    await tts.close();
+  }
+});
