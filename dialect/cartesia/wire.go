@@ -37,7 +37,9 @@ type wire struct {
 	flushes map[string]int
 }
 
-func newWire(requestID string) *wire { return &wire{requestID: requestID, flushes: make(map[string]int)} }
+func newWire(requestID string) *wire {
+	return &wire{requestID: requestID, flushes: make(map[string]int)}
+}
 
 var _ sessions.Wire = (*wire)(nil)
 
