@@ -70,8 +70,12 @@ var _ web.Protocol = (*Protocol)(nil)
 func (*Protocol) Dialect() string { return telemetry.Cartesia }
 
 // Prefixes: every path under the base answers in Cartesia's shape, unknown
-// ones included (longer than the OpenAI dialect's /compat/, so it wins).
-func (*Protocol) Prefixes() []string { return []string{web.APIRoot + base + "/"} }
+// ones included (longer than the OpenAI dialect's /compat/, so it wins),
+// and so do the /tts/ paths at the host root, whose routes are Cartesia's.
+func (*Protocol) Prefixes() []string { return []string{web.APIRoot + base + "/", rootPrefix} }
+
+// rootPrefix holds the routes answered at the host root too.
+const rootPrefix = "/tts/"
 
 // Register adds the routes at the base and the /tts/* ones at the host
 // root too. Synthesis takes scope tts, the voice list voices:read.

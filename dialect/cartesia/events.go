@@ -90,8 +90,10 @@ func appendErrorEvent(b []byte, contextID string, e *control.Error, requestID st
 	msg := message(e)
 	b = append(b, `{"type":"error","done":true,"status_code":`...)
 	b = strconv.AppendInt(b, int64(status), 10)
+	// The code as it is, unauthorized included: an event has no status
+	// line of its own to say it (a revoked key's session ends so).
 	b = append(b, `,"error_code":`...)
-	b = appendCode(b, e)
+	b = jsonw.AppendString(b, e.Code)
 	b = append(b, `,"title":`...)
 	b = jsonw.AppendString(b, http.StatusText(status))
 	b = append(b, `,"message":`...)
