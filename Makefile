@@ -44,8 +44,15 @@ test-go:
 test-e2e: build
 	@if [ -f e2e/package.json ]; then \
 	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
-	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test && \
-	  cd elevenlabs && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
+	@# The ElevenLabs dialect's official client, its sockets over ws and LiveKit's plugin, in a folder of their own.
+	@if [ -f e2e/elevenlabs/package.json ]; then \
+	  cd e2e/elevenlabs && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
+	@# The Cartesia dialect's official clients, in a folder of their own (LiveKit's plugin pins its agents).
+	@if [ -f e2e/cartesia/package.json ]; then \
+	  cd e2e/cartesia && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
 # The fixed benchmark suite, once with the real engine and once with the

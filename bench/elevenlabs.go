@@ -20,14 +20,14 @@ import (
 // closing empty text, pcm audio at --sample-rate.
 // Each worker's next socket is dialled while it waits, so the handshake is
 // not in the time to first audio byte (as the ws scenario's sessions are
-// dialled up front). With --via (a voicesvc base URL), voicesvc's own
+// dialled up front). With --native (the voicesvc behind --base), its own
 // realtime WebSocket is measured by the same client in the same run, round
 // by round in turn: what the dialect adds over the native socket.
 
 // Scenario names of the elevenlabs target's results.
 const (
 	scenarioElevenLabs       = "elevenlabs"        // --base
-	scenarioElevenLabsNative = "elevenlabs-native" // --via: the native ws
+	scenarioElevenLabsNative = "elevenlabs-native" // --native: the native ws
 )
 
 // elevenLabsScenario runs one stream-input socket per operation.
@@ -193,18 +193,14 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 	}
 	sides := []side{{scenarioElevenLabs, newElevenLabsScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
 		pickProcSource(o.BaseURL, o.ServerPID)}}
-	if o.Via != "" {
-		voice := o.ViaVoice
-		if voice == "" {
-			voice = o.Voice
-		}
-		t := &target{base: o.Via, apiRoot: strings.TrimRight(o.Via, "/") + apiPath, key: o.ViaKey,
+	if o.Native != "" {
+		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey,
 			client: newHTTPClient(4), text: o.Text, format: "s16le", sampleRate: o.SampleRate}
 		defer t.client.CloseIdleConnections()
-		if err := t.resolveVoice(ctx, voice); err != nil {
+		if err := t.resolveVoice(ctx, o.Voice); err != nil {
 			return nil, err
 		}
-		sides = append(sides, side{scenarioElevenLabsNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Via, o.ViaPID)})
+		sides = append(sides, side{scenarioElevenLabsNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)})
 	}
 	rounds := max(o.Rounds, 1)
 	run := &Run{
@@ -238,66 +234,4 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 		}
 	}
 	return run, nil
-}
-
-// DialectAdded is what the dialect's socket adds over the native one at a
-// load level: the medians over the rounds of each side's TTFB p50.
-type DialectAdded struct {
-	Concurrency              int
-	NativeP50, DialectP50    float64 // ms
-	AddedP50                 float64 // ms
-	NativeErrors, DialectErr int
-	Rounds                   int
-}
-
-// DialectAddedOf pairs the elevenlabs and elevenlabs-native results of a run.
-func DialectAddedOf(run *Run) []DialectAdded {
-	var out []DialectAdded
-	seen := map[int]bool{}
-	for _, r := range run.Results {
-		if seen[r.Concurrency] || r.Scenario != scenarioElevenLabs {
-			continue
-		}
-		seen[r.Concurrency] = true
-		var d, n []*Result
-		for _, x := range run.Results {
-			switch {
-			case x.Concurrency != r.Concurrency:
-			case x.Scenario == scenarioElevenLabs:
-				d = append(d, x)
-			case x.Scenario == scenarioElevenLabsNative:
-				n = append(n, x)
-			}
-		}
-		if len(n) == 0 {
-			continue
-		}
-		a := DialectAdded{Concurrency: r.Concurrency, Rounds: len(d),
-			NativeP50:  medianOf(n, func(r *Result) float64 { return r.TTFB.P50 }),
-			DialectP50: medianOf(d, func(r *Result) float64 { return r.TTFB.P50 })}
-		a.AddedP50 = a.DialectP50 - a.NativeP50
-		for _, x := range d {
-			a.DialectErr += x.ErrorCount
-		}
-		for _, x := range n {
-			a.NativeErrors += x.ErrorCount
-		}
-		out = append(out, a)
-	}
-	return out
-}
-
-// WriteDialectAdded writes the table of DialectAddedOf; nothing without
-// native results.
-func WriteDialectAdded(w io.Writer, run *Run) {
-	rows := DialectAddedOf(run)
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\n## stream-input vs the native WebSocket (TTFB p50, median of %d rounds)\n\n", rows[0].Rounds)
-	fmt.Fprintln(w, "| streams | native ms | elevenlabs ms | added ms | errors (native/elevenlabs) |")
-	fmt.Fprintln(w, "| - | - | - | - | - |")
-	for _, a := range rows {
-		fmt.Fprintf(w, "| %d | %.3f | %.3f | %+.3f | %d/%d |\n", a.Concurrency, a.NativeP50, a.DialectP50, a.AddedP50, a.NativeErrors, a.DialectErr)
-	}
 }
