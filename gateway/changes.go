@@ -80,6 +80,9 @@ func (s *Server) onChange(ch control.Change) {
 		s.ws.keyChanged(ch.ID) // open sessions of a revoked key end
 	case "workspace":
 		s.core.ResetKeys()
+		if s.leases != nil {
+			s.leases.Invalidate(ch.ID) // after the keys: the next request brings the new limits
+		}
 	default:
 		s.core.ResetKeys()
 		s.core.Voices().Reset()

@@ -42,6 +42,7 @@ import (
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
+	"voicesvc/lease"
 	"voicesvc/loopback"
 	"voicesvc/netguard"
 	"voicesvc/redact"
@@ -194,7 +195,11 @@ type Deps struct {
 	Engines *engine.Registry
 	Limiter control.Limiter // used by the synthesis routes; nil: in-process
 	Meter   control.Meter   // synthesis billing; nil: control.NewMeter(Store, Billing)
-	Logger  *slog.Logger    // nil: slog.Default()
+	// Leases, when set, count slots and charge characters in memory from
+	// leases of the store (package lease); Limiter then only counts
+	// request rates. nil: every limit and charge is a store call.
+	Leases *lease.Config
+	Logger *slog.Logger // nil: slog.Default()
 	// Billing is the server's default billing mode (control.Billing*);
 	// a workspace may override it. "" means enforce.
 	Billing string
@@ -258,6 +263,7 @@ type Server struct {
 	tooLarge sync.Map
 
 	stopWatch context.CancelFunc
+	leases    *lease.Manager // nil without Deps.Leases
 	watchDone chan struct{}
 	stopOnce  sync.Once
 

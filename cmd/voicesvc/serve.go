@@ -18,6 +18,7 @@ import (
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
 	"voicesvc/gateway"
+	"voicesvc/lease"
 	"voicesvc/netguard"
 	"voicesvc/redact"
 	"voicesvc/sessions"
@@ -106,6 +107,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		Engine:    eng,
 		Engines:   engines,
 		Limiter:   limiter,
+		Leases:    leaseConfig(cfg),
 		Logger:    logger,
 		Billing:   cfg.Billing,
 		BaseURL:   baseURL,
@@ -184,6 +186,15 @@ func newLimiter(store control.Store) (control.Limiter, func()) {
 		return l, l.Close
 	}
 	return control.NewMemoryLimiter(), func() {}
+}
+
+// leaseConfig is the lease bounds when leases are on, else nil.
+func leaseConfig(cfg serveConfig) *lease.Config {
+	if !cfg.Leases {
+		return nil
+	}
+	c := cfg.Lease
+	return &c
 }
 
 // newLogger is the process's one logger: every line passes the redactor,
