@@ -70,7 +70,7 @@ func (m *Manager) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 		if p.limit != limit {
 			p.limit, p.stale = limit, true
 		}
-		if p.inUse >= limit {
+		if p.inUse >= limit && !p.stale { // stale: shrink the share in the store first
 			p.mu.Unlock()
 			return nil, 0, slotError(kind)
 		}
@@ -90,7 +90,7 @@ func (m *Manager) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 		}
 		// The next ask covers every request waiting, plus headroom.
 		p.waiting++
-		want := p.inUse + p.waiting + m.headroom(limit, max(p.peak, p.inUse+p.waiting))
+		want := min(p.inUse+p.waiting+m.headroom(limit, max(p.peak, p.inUse+p.waiting)), limit)
 		p.mu.Unlock()
 		did, err := m.syncPool(ctx, p, want, false)
 		p.mu.Lock()
