@@ -123,8 +123,9 @@ func (m *Manager) syncPool(ctx context.Context, p *pool, want int, background bo
 		}
 	}
 	want = max(want, p.inUse)
-	if !p.stale && p.held > want && want > 0 {
-		// Shrinking: no new slot beyond want while the call runs.
+	if p.held > want {
+		// Shrinking (to nothing, too): no slot beyond want while the call
+		// runs, or this server would use a slot the store gives away.
 		p.capInFlight = want
 	} else {
 		p.capInFlight = max(p.held, want)
