@@ -33,6 +33,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			return summaryMain(args[1:], stdout, stderr)
 		case "bare":
 			return bareMain(args[1:], os.Stdin, stdout, stderr)
+		case "controlplane":
+			return controlPlaneMain(ctx, args[1:], stdout, stderr)
 		}
 	}
 	if a, b, ok := compareArgs(args); ok {

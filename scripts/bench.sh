@@ -209,6 +209,23 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
   echo "   baseline done at +$(($(date +%s) - t0))s"
 fi
 
+# The control plane (issue 32; BENCH_CONTROLPLANE=0 skips it): what limits
+# and billing cost per request, store by store. `voicesvc bench
+# controlplane` starts its own reference servers (unpaced), each with an
+# enterprise workspace that no limit or balance stops, and runs speak "Hi."
+# closed loop at c=16 and c=64 for SQLite billing off, SQLite enforce,
+# Postgres enforce and Postgres off (the Postgres cases need
+# VOICESVC_BENCH_PG, else VOICESVC_TEST_PG), alternated, 3 rounds, medians;
+# with the store round trips per admitted request from
+# voicesvc_store_duration_seconds (controlplane/: results.json, table.txt).
+if [ "${BENCH_CONTROLPLANE:-1}" = 1 ]; then
+  mkdir -p "$OUT/controlplane"
+  echo "== control plane: speak \"Hi.\", reference unpaced, c=16,64, 3 rounds"
+  VOICESVC_BENCH_PG="${VOICESVC_BENCH_PG:-${VOICESVC_TEST_PG:-}}" "$BIN" bench controlplane --bin "$BIN" \
+    --levels 16,64 --rounds 3 --duration "$DURATION" --warmup "$WARMUP" --out "$OUT/controlplane" | tee "$OUT/controlplane/table.txt"
+  echo "   control plane done at +$(($(date +%s) - t0))s"
+fi
+
 set -- $ENGINES
 if [ $# -ge 2 ]; then
   "$BIN" bench compare "$OUT/$1" "$OUT/$2" >"$OUT/compare.txt"
