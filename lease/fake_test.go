@@ -53,6 +53,8 @@ type fakeStore struct {
 	credits map[string]int64
 	down    bool
 	calls   int
+	// gate, when set, holds every LeaseSlots call until it is closed.
+	gate chan struct{}
 }
 
 func newFakeStore(clk *clock) *fakeStore {
@@ -90,6 +92,12 @@ func (f *fakeStore) held(ws, kind string) int {
 }
 
 func (f *fakeStore) LeaseSlots(_ context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (int, int, error) {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter(); err != nil {

@@ -334,3 +334,50 @@ func TestRemainingHeader(t *testing.T) {
 		t.Fatalf("remaining %d on the second server; balance 9952, first server reserves %d", rem, resA)
 	}
 }
+
+// TestNoSlotFromAShrinkingShare: while a call that shrinks the share is in
+// flight, the server takes no slot beyond what it asked for, so the slot it
+// gives back cannot be used both here and by the server that gets it.
+func TestNoSlotFromAShrinkingShare(t *testing.T) {
+	f := newFakeStore(newClock())
+	a, b := newTestManager(f, Config{}), newTestManager(f, Config{})
+	got, _ := take(t, a, "free", 2, 2)
+	got[0].Release()
+	got[1].Release() // a: none in use of a share of 2
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.gate = gate
+	f.mu.Unlock()
+	shrunk := make(chan struct{})
+	go func() { a.syncAll(bg, false, false); close(shrunk) }() // gives both back
+	for a.Stats().Slots[control.SlotStream].Held != 2 || !syncing(a) {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(bg, 50*time.Millisecond)
+	defer cancel()
+	if _, _, err := a.Acquire(ctx, "free", control.SlotStream, 2); err == nil {
+		t.Fatal("a slot taken from the part of the share being given back")
+	}
+	f.mu.Lock()
+	f.gate = nil
+	f.mu.Unlock()
+	close(gate)
+	<-shrunk
+	if lb, _ := take(t, b, "free", 2, 2); len(lb) != 2 {
+		t.Fatal("the slots given back are not the other server's")
+	}
+}
+
+func syncing(m *Manager) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.pools {
+		p.mu.Lock()
+		s := p.syncing != nil
+		p.mu.Unlock()
+		if s {
+			return true
+		}
+	}
+	return false
+}
