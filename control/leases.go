@@ -22,10 +22,12 @@ type LeaseService interface {
 	// LeaseSlots sets holder's share of the kind slots (SlotStream,
 	// SlotSession) of ws to want, granting no more than limit less the
 	// unexpired slots other holders have (also those of servers that take
-	// one slot per request); the share expires ttl from now. held is what
-	// was granted; free is limit less every holder's slots (at least 0).
-	// want 0 gives the share back.
-	LeaseSlots(ctx context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (held, free int, err error)
+	// one slot per request), but never less than used, the slots the holder
+	// has in use (running streams keep their slots when a limit is lowered
+	// under them, and count against everyone's next grant); the share
+	// expires ttl from now. held is the share now; free is limit less every
+	// holder's slots (at least 0). want 0 gives the share back.
+	LeaseSlots(ctx context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (held, free int, err error)
 	// SettleBilling applies s in one transaction: first the usage (see
 	// BillingSettle), then holder's reservation of s.WS for s.Month is set
 	// to s.Reserve characters, no more than the balance left once other

@@ -91,7 +91,7 @@ func (f *fakeStore) held(ws, kind string) int {
 	return n
 }
 
-func (f *fakeStore) LeaseSlots(_ context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (int, int, error) {
+func (f *fakeStore) LeaseSlots(_ context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (int, int, error) {
 	f.mu.Lock()
 	gate := f.gate
 	f.mu.Unlock()
@@ -114,7 +114,7 @@ func (f *fakeStore) LeaseSlots(_ context.Context, holder, ws, kind string, limit
 			others += s.n
 		}
 	}
-	held := min(max(want, 0), max(limit-others, 0))
+	held := max(min(max(want, 0), max(limit-others, 0)), used)
 	f.slots[k][holder] = share{held, now.Add(ttl)}
 	return held, max(limit-others-held, 0), nil
 }

@@ -123,13 +123,11 @@ func (m *Manager) syncPool(ctx context.Context, p *pool, want int, background bo
 		}
 	}
 	want = max(want, p.inUse)
-	if p.held > want {
-		// Shrinking (to nothing, too): no slot beyond want while the call
-		// runs, or this server would use a slot the store gives away.
-		p.capInFlight = want
-	} else {
-		p.capInFlight = max(p.held, want)
-	}
+	used := p.inUse
+	// No slot beyond the share in hand nor beyond want while the call
+	// runs: a shrinking share (to nothing, too) must not lend a slot the
+	// store gives away meanwhile.
+	p.capInFlight = min(p.held, want)
 	ch := make(chan struct{})
 	p.syncing = ch
 	p.stale = false
@@ -137,7 +135,7 @@ func (m *Manager) syncPool(ctx context.Context, p *pool, want int, background bo
 	p.mu.Unlock()
 
 	sent := m.now()
-	held, free, err := m.st.LeaseSlots(ctx, m.holder, p.k.ws, p.k.kind, limit, want, m.cfg.TTL)
+	held, free, err := m.st.LeaseSlots(ctx, m.holder, p.k.ws, p.k.kind, limit, used, want, m.cfg.TTL)
 	m.count(err)
 	p.mu.Lock()
 	if err == nil {

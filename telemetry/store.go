@@ -331,9 +331,9 @@ func (ts *timedStore) WorkspaceAliases(ctx context.Context, ws string) (map[stri
 	return ts.s.WorkspaceAliases(ctx, ws)
 }
 
-func (ts *timedStore) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (int, int, error) {
+func (ts *timedStore) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (int, int, error) {
 	defer ts.done(mLeaseSlots, time.Now())
-	return ts.s.LeaseSlots(ctx, holder, ws, kind, limit, want, ttl)
+	return ts.s.LeaseSlots(ctx, holder, ws, kind, limit, used, want, ttl)
 }
 
 func (ts *timedStore) SettleBilling(ctx context.Context, holder string, s control.BillingSettle, ttl time.Duration) (control.BillingLease, error) {

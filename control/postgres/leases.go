@@ -16,11 +16,11 @@ var _ control.LeaseService = (*DB)(nil)
 // LeaseSlots sets holder's share of ws's kind slots (limiter_slots_lease,
 // migration 009): one row per slot in limiter_leases, so that servers that
 // take a row per request count the share, and the share counts theirs.
-func (db *DB) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (held, free int, err error) {
+func (db *DB) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (held, free int, err error) {
 	ctx, end := db.call(ctx)
 	defer end(&err)
-	err = db.pool.QueryRow(ctx, `SELECT held, free FROM limiter_slots_lease($1, $2, $3, $4, $5, $6)`,
-		ws, kind, limit, holder, want, ttl.Milliseconds()).Scan(&held, &free)
+	err = db.pool.QueryRow(ctx, `SELECT held, free FROM limiter_slots_lease($1, $2, $3, $4, $5, $6, $7)`,
+		ws, kind, limit, holder, used, want, ttl.Milliseconds()).Scan(&held, &free)
 	if err != nil {
 		return 0, 0, fmt.Errorf("postgres: lease slots: %w", err)
 	}

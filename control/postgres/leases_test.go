@@ -31,7 +31,7 @@ func TestLeasesWithOldServers(t *testing.T) {
 		}
 		leases = append(leases, l)
 	}
-	held, free, err := db.LeaseSlots(ctx, "new-server", w.ID, control.SlotStream, 10, 10, time.Minute)
+	held, free, err := db.LeaseSlots(ctx, "new-server", w.ID, control.SlotStream, 10, 0, 10, time.Minute)
 	if err != nil || held != 7 || free != 0 {
 		t.Fatalf("share beside 3 old slots: held %d free %d %v; want 7 0", held, free, err)
 	}

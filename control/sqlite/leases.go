@@ -15,7 +15,7 @@ var _ control.LeaseService = (*DB)(nil)
 // SQLite file, but the share is kept like Postgres's so that a second
 // process on the same file (or a server restarted before its share
 // expired) keeps the limit.
-func (db *DB) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, want int, ttl time.Duration) (held, free int, err error) {
+func (db *DB) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (held, free int, err error) {
 	ctx, end := db.call(ctx)
 	defer end(&err)
 	now := db.now().UnixMilli()
@@ -29,7 +29,7 @@ func (db *DB) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, wa
 			WHERE workspace_id = ? AND kind = ? AND holder <> ?`, ws, kind, holder).Scan(&others); err != nil {
 			return err
 		}
-		held = min(max(want, 0), max(limit-others, 0))
+		held = max(min(max(want, 0), max(limit-others, 0)), used)
 		free = max(limit-others-held, 0)
 		if held == 0 {
 			_, err := tx.ExecContext(ctx, `DELETE FROM slot_leases WHERE workspace_id = ? AND kind = ? AND holder = ?`, ws, kind, holder)

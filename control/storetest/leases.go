@@ -15,18 +15,18 @@ func testLeaseSlots(t *testing.T, s control.Store) {
 	ctx := t.Context()
 	ws := mustWorkspace(t, s, "pro").ID
 	const ttl = time.Minute
-	held, free, err := s.LeaseSlots(ctx, "a", ws, control.SlotStream, 10, 6, ttl)
+	held, free, err := s.LeaseSlots(ctx, "a", ws, control.SlotStream, 10, 0, 6, ttl)
 	if err != nil || held != 6 || free != 4 {
 		t.Fatalf("first share: held %d free %d %v; want 6 4", held, free, err)
 	}
-	if held, free, _ = s.LeaseSlots(ctx, "b", ws, control.SlotStream, 10, 6, ttl); held != 4 || free != 0 {
+	if held, free, _ = s.LeaseSlots(ctx, "b", ws, control.SlotStream, 10, 0, 6, ttl); held != 4 || free != 0 {
 		t.Fatalf("second share: held %d free %d; want 4 0", held, free)
 	}
 	// Another kind is another count.
-	if held, _, _ = s.LeaseSlots(ctx, "b", ws, control.SlotSession, 4, 4, ttl); held != 4 {
+	if held, _, _ = s.LeaseSlots(ctx, "b", ws, control.SlotSession, 4, 0, 4, ttl); held != 4 {
 		t.Fatalf("session share %d, want 4", held)
 	}
-	if held, free, _ = s.LeaseSlots(ctx, "a", ws, control.SlotStream, 10, 1, ttl); held != 1 || free != 5 {
+	if held, free, _ = s.LeaseSlots(ctx, "a", ws, control.SlotStream, 10, 0, 1, ttl); held != 1 || free != 5 {
 		t.Fatalf("shrunk share: held %d free %d; want 1 5", held, free)
 	}
 	if err := s.RenewLeases(ctx, "a", ttl); err != nil {
@@ -35,7 +35,7 @@ func testLeaseSlots(t *testing.T, s control.Store) {
 	if err := s.DropLeases(ctx, "b"); err != nil {
 		t.Fatal(err)
 	}
-	if held, free, _ = s.LeaseSlots(ctx, "c", ws, control.SlotStream, 10, 20, ttl); held != 9 || free != 0 {
+	if held, free, _ = s.LeaseSlots(ctx, "c", ws, control.SlotStream, 10, 0, 20, ttl); held != 9 || free != 0 {
 		t.Fatalf("after b dropped: held %d free %d; want 9 0", held, free)
 	}
 	// Concurrent holders asking for more than the limit together.
@@ -47,7 +47,7 @@ func testLeaseSlots(t *testing.T, s control.Store) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			h, _, err := s.LeaseSlots(ctx, string(rune('a'+i)), ws2, control.SlotStream, 20, 7, ttl)
+			h, _, err := s.LeaseSlots(ctx, string(rune('a'+i)), ws2, control.SlotStream, 20, 0, 7, ttl)
 			if err != nil {
 				t.Error(err)
 				return
@@ -61,6 +61,11 @@ func testLeaseSlots(t *testing.T, s control.Store) {
 	if total != 20 {
 		t.Fatalf("concurrent shares sum to %d of 20", total)
 	}
+	// A limit lowered under running streams: the holder keeps the slots
+	// it uses, and they count against everyone else.
+	if held, free, _ := s.LeaseSlots(ctx, "a", ws2, control.SlotStream, 5, 9, 9, ttl); held != 9 || free != 0 {
+		t.Fatalf("slots in use beyond a lowered limit: held %d free %d; want 9 0", held, free)
+	}
 }
 
 // testLeaseExpiry: a share and a reservation not renewed expire after
@@ -69,18 +74,18 @@ func testLeaseExpiry(t *testing.T, s control.Store) {
 	ctx := t.Context()
 	ws := mustWorkspace(t, s, "pro").ID
 	const short = 300 * time.Millisecond
-	if held, _, _ := s.LeaseSlots(ctx, "dead", ws, control.SlotStream, 3, 3, short); held != 3 {
+	if held, _, _ := s.LeaseSlots(ctx, "dead", ws, control.SlotStream, 3, 0, 3, short); held != 3 {
 		t.Fatalf("held %d", held)
 	}
 	set := control.BillingSettle{WS: ws, Month: month, Allowance: 100, Reserve: 100, Enforce: true}
 	if r, err := s.SettleBilling(ctx, "dead", set, short); err != nil || r.Reserved != 100 {
 		t.Fatalf("reservation %+v %v", r, err)
 	}
-	if held, _, _ := s.LeaseSlots(ctx, "live", ws, control.SlotStream, 3, 3, time.Minute); held != 0 {
+	if held, _, _ := s.LeaseSlots(ctx, "live", ws, control.SlotStream, 3, 0, 3, time.Minute); held != 0 {
 		t.Fatalf("a share beyond the limit: %d", held)
 	}
 	time.Sleep(2 * short)
-	if held, _, _ := s.LeaseSlots(ctx, "live", ws, control.SlotStream, 3, 3, time.Minute); held != 3 {
+	if held, _, _ := s.LeaseSlots(ctx, "live", ws, control.SlotStream, 3, 0, 3, time.Minute); held != 3 {
 		t.Fatalf("after the TTL: held %d, want 3", held)
 	}
 	if r, _ := s.SettleBilling(ctx, "live", set, time.Minute); r.Reserved != 100 || r.Others != 0 {

@@ -6,7 +6,9 @@
 -- holder/workspace/kind/i: servers that take one row per request (002, 004)
 -- count them, and these count theirs, so old and new servers on one
 -- database keep one limit.
-CREATE FUNCTION limiter_slots_lease(p_ws text, p_kind text, p_limit int, p_holder text, p_want int,
+-- p_used (the holder's slots in use) is kept even beyond the limit: running
+-- streams hold their slots when a limit is lowered under them.
+CREATE FUNCTION limiter_slots_lease(p_ws text, p_kind text, p_limit int, p_holder text, p_used int, p_want int,
 	p_ttl_ms bigint, OUT held int, OUT free int) AS $$
 DECLARE
 	now_ms bigint;
@@ -18,7 +20,7 @@ BEGIN
 	DELETE FROM limiter_leases WHERE workspace_id = p_ws AND kind = p_kind
 		AND (expires_at <= now_ms OR holder = p_holder);
 	SELECT count(*) INTO others FROM limiter_leases WHERE workspace_id = p_ws AND kind = p_kind;
-	held := least(greatest(p_want, 0), greatest(p_limit - others, 0));
+	held := greatest(least(greatest(p_want, 0), greatest(p_limit - others, 0)), greatest(p_used, 0));
 	INSERT INTO limiter_leases (lease_id, workspace_id, kind, holder, expires_at)
 		SELECT p_holder || '/' || p_ws || '/' || p_kind || '/' || i, p_ws, p_kind, p_holder, now_ms + p_ttl_ms
 		FROM generate_series(1, held) AS i;
