@@ -165,7 +165,16 @@ func (h *protoHost) Stream(ctx *fasthttp.RequestCtx, job *web.Job, series *telem
 	headers(ctx)
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
-	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
+	// fasthttp sets the response's own deadline when this handler returns,
+	// before the first piece: on a streaming route StreamWriteTimeout (one
+	// hour), which then covers the first pieces, so that the path to the
+	// first byte moves no deadline (stream.go, deadlineSteps).
+	idle := s.cfg.WriteTimeout
+	var set time.Time
+	if s.cfg.StreamWriteTimeout >= idle+idle/deadlineSteps && s.isStreamPath(ctx.Path()) {
+		set = time.Now()
+	}
+	st.slidingDeadline(ctx.Conn(), idle, set)
 	st.watchClient(ctx.Conn())
 	ctx.SetBodyStream(st, -1)
 	return true
