@@ -14,7 +14,11 @@
 //     burst shares it), growing the share by what the server used lately,
 //     at most Config.SlotBatch beyond its use. The store grants no more
 //     than the limit less every other holder's share (LeaseService), so the
-//     slots in use across servers never exceed the limit. Limits below
+//     slots in use across servers never exceed the limit. A share never
+//     drops below the slots in use (streams running when a limit is lowered
+//     stay counted until they end), and while a call that resizes a share
+//     runs the server takes no slot beyond the smaller of the old and the
+//     new share. Limits below
 //     Config.ExactBelow get no headroom at all: a share is exactly the
 //     slots in use, and a freed slot goes back within milliseconds, so a
 //     small plan (Free: 2 streams) is shared exactly as before.
