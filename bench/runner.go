@@ -55,6 +55,9 @@ type Options struct {
 	ViaVoice string // default: Voice
 	ViaPID   int
 	Rounds   int
+	// Native (target cartesia): a voicesvc base URL whose native
+	// WebSocket is measured in turn with the Cartesia socket at BaseURL.
+	Native string
 
 	setFlags map[string]bool // flags given on the command line (Main only)
 	baseline bool            // --baseline (Main only)
@@ -99,8 +102,17 @@ func (o *Options) defaults() error {
 		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
 			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
 		}
+	case "cartesia":
+		o.Scenarios = []string{scenarioCartesia}
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
+		}
+		o.Native = strings.TrimRight(o.Native, "/")
+		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
+			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
+		}
 	default:
-		return fmt.Errorf("--target %q: want voicesvc or openai", o.Target)
+		return fmt.Errorf("--target %q: want voicesvc, openai or cartesia", o.Target)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
@@ -163,8 +175,11 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if o.Target == "openai" {
+	switch o.Target {
+	case "openai":
 		return executeOpenAI(ctx, o)
+	case "cartesia":
+		return executeCartesia(ctx, o)
 	}
 	levels := o.Sweep
 	if len(levels) == 0 {

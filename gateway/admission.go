@@ -66,7 +66,8 @@ func (s *Server) initSynthesis(deps Deps) error {
 		Limiter: m.CountingLimiter(limiter), Meter: s.synth.meter,
 		Hooks:  synth.Hooks{Refused: m.Refused, Active: s.synth.active},
 		Logger: s.log, StoreTimeout: limitTimeout, Billing: deps.Billing,
-		Keys: synth.KeyCacheConfig{MB: s.cfg.KeyCacheMB, TTL: s.cfg.KeyCacheTTL, NegativeTTL: s.cfg.NegativeKeyTTL},
+		Keys:       synth.KeyCacheConfig{MB: s.cfg.KeyCacheMB, TTL: s.cfg.KeyCacheTTL, NegativeTTL: s.cfg.NegativeKeyTTL},
+		MaxUploads: s.cfg.MaxUploads, MediaDir: deps.MediaDir, JobQueued: deps.JobQueued,
 	})
 	if err != nil {
 		return err
@@ -202,4 +203,29 @@ func (s *Server) closeLeases() {
 	if err := s.leases.Close(ctx); err != nil {
 		s.log.Warn("leases not given back; they expire on their own", "err", err)
 	}
+}
+
+// changeFeed is the store's change feed as the core follows it: with
+// leases, a workspace's change also makes its leases stale, after the core
+// dropped its cached keys, so that the next request asks the store with the
+// new limits.
+func (s *Server) changeFeed() control.ChangeFeed {
+	if s.leases == nil {
+		return s.store
+	}
+	return leaseFeed{s.store, s.leases}
+}
+
+type leaseFeed struct {
+	control.ChangeFeed
+	leases *lease.Manager
+}
+
+func (f leaseFeed) WatchChanges(ctx context.Context, fn func(control.Change)) error {
+	return f.ChangeFeed.WatchChanges(ctx, func(c control.Change) {
+		fn(c)
+		if c.Kind == "workspace" {
+			f.leases.Invalidate(c.ID)
+		}
+	})
 }

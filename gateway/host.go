@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,6 +43,16 @@ func (h *protoHost) AuthToken(token []byte) (*control.Principal, error) {
 	return h.s.core.AuthToken(token)
 }
 
+func (h *protoHost) Session(ctx *fasthttp.RequestCtx) (*control.DashboardSession, error) {
+	return h.s.session(ctx)
+}
+func (h *protoHost) SameOrigin(ctx *fasthttp.RequestCtx) bool { return h.s.sameOrigin(ctx) }
+func (h *protoHost) SetSessionCookie(ctx *fasthttp.RequestCtx, secret string, expires int64) {
+	h.s.setSessionCookie(ctx, secret, expires)
+}
+func (h *protoHost) UploadBody(ctx *fasthttp.RequestCtx) (io.Reader, error) {
+	return h.s.uploadBody(ctx)
+}
 func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
 	return h.s.admitRequest(ctx, p)
 }
@@ -51,13 +62,20 @@ func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal)
 // the request rate, metrics, the access log, and r's idempotency.
 func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	s := h.s
-	rt := s.apiRoute(r.Method+" "+r.Path, r.Scope, creds(r.Creds))
-	rt.auth = r.Auth
+	name := r.Name
+	if name == "" {
+		name = r.Method + " " + r.Path
+	}
+	rt := s.apiRoute(name, r.Scope, creds(r.Creds))
+	rt.auth, rt.cors = r.Auth, !r.Root || r.CORS
 	if r.Idempotent {
-		handler = s.idempotent(handler)
+		handler = s.idempotent(handler, r.Fingerprint)
 	}
 	if tail := literalTail(r.Path); r.Streams && !slices.Contains(s.streamPaths, tail) {
 		s.streamPaths = append(s.streamPaths, tail)
+	}
+	if tail := literalTail(r.Path); r.Upload && !slices.Contains(s.uploadPaths, tail) {
+		s.uploadPaths = append(s.uploadPaths, tail)
 	}
 	var g registrar = s.apiGroup
 	if r.Root {
@@ -81,6 +99,8 @@ func creds(c web.Creds) credKind {
 		return withTokens
 	case web.BearerKeys:
 		return withBearerKeys
+	case web.SessionOnly:
+		return sessionOnly
 	}
 	return keysOnly
 }
