@@ -39,6 +39,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
+	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -310,6 +311,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.protocols = []web.Protocol{
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
+			deepgram.New(deepgram.Config{}),
 		}
 	}
 	s.routes()

@@ -32,8 +32,9 @@ const (
 // Dialects, the values of the dialect label: whose protocol the request
 // spoke (beside transport, so existing queries by transport keep working).
 const (
-	Native = "native"
-	OpenAI = "openai"
+	Native   = "native"
+	OpenAI   = "openai"
+	Deepgram = "deepgram"
 )
 
 // synthMetrics are the series of the synthesis path, registered with the

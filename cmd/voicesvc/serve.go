@@ -14,6 +14,7 @@ import (
 	"voicesvc/cloning"
 	"voicesvc/control"
 	"voicesvc/control/postgres"
+	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -117,6 +118,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		Protocols: []web.Protocol{
 			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			openai.New(openai.Config{}),
+			deepgram.New(deepgram.Config{}),
 		},
 	})
 	if err != nil {
