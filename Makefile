@@ -28,7 +28,7 @@ run: build
 test: build test-go test-e2e
 
 test-go:
-	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './e2e/node_modules/*')); \
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './e2e/node_modules/*' -not -path './e2e/*/node_modules/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
@@ -45,6 +45,9 @@ test-e2e: build
 	@if [ -f e2e/package.json ]; then \
 	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
+	@if [ -f e2e/deepgram/package.json ]; then \
+	  cd e2e/deepgram && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
 # The fixed benchmark suite, once with the real engine and once with the
