@@ -2,7 +2,11 @@
 // up to four synthesis contexts multiplexed on one socket, text
 // buffered and cut into sentences as soon as their end is certain, audio
 // sent as audio_chunk + binary pairs by a single writer, cancel, limits,
-// metering and the idle timeout.
+// metering and the idle timeout. The protocol's messages are a Wire
+// (wire.go): the native one by default, or a dialect's (Cartesia contexts,
+// ElevenLabs stream-input, Deepgram Speak/Flush/Clear), which only reads
+// messages into commands and writes events, so every protocol's socket
+// keeps the same rules.
 //
 // The gateway does the handshake (credentials, limits, billing headers),
 // upgrades, and serves the session (Serve, or Run) on a connection it

@@ -207,3 +207,54 @@ func appendSessionEnded(b []byte, reason string) []byte {
 	b = jsonw.AppendString(b, reason)
 	return append(b, '}')
 }
+
+// nativeEncoder is a context's events in the native protocol.
+type nativeEncoder struct {
+	idJSON     []byte // the context_id, quoted and escaped once
+	rate       int
+	format     string
+	timestamps bool
+}
+
+func (native) Encoder(c *ContextInfo) Encoder {
+	return &nativeEncoder{idJSON: jsonw.AppendString(nil, c.ID), rate: c.SampleRate, format: c.Format, timestamps: c.Timestamps}
+}
+
+func (native) AppendError(b []byte, contextID, code, msg string, fatal bool) []byte {
+	return appendError(b, contextID, code, msg, fatal)
+}
+
+func (native) AppendSessionEnded(b []byte, reason string) []byte {
+	return appendSessionEnded(b, reason)
+}
+
+func (e *nativeEncoder) Started(b []byte) []byte {
+	return appendTaskStarted(b, e.idJSON, e.rate, e.format, e.timestamps)
+}
+
+func (e *nativeEncoder) Audio(b, bin []byte, a *Audio) ([]byte, []byte) {
+	return appendAudioChunk(b, e.idJSON, a.Sentence, a.Chunk, a.Duration, len(a.Bytes)), append(bin, a.Bytes...)
+}
+
+func (e *nativeEncoder) Words(b []byte, sentence int, _ string, _ int, words []synth.Word) []byte {
+	return appendWordTimestamps(b, e.idJSON, sentence, words)
+}
+
+func (e *nativeEncoder) SentenceDone(b []byte, sentence int, text string, dur float64) []byte {
+	return appendSentenceDone(b, e.idJSON, sentence, text, dur)
+}
+
+// Flushed: the native protocol has no flush (idle_flush_ms and finalize).
+func (e *nativeEncoder) Flushed(b []byte, _ string) []byte { return b }
+
+func (e *nativeEncoder) Done(b []byte, d *Done) []byte {
+	return appendTaskDone(b, e.idJSON, d.Sentences, d.AudioS, d.FirstAudioMS, d.Generate, d.Trace)
+}
+
+func (e *nativeEncoder) Cancelled(b []byte, c *Cancelled) []byte {
+	return appendTaskCancelled(b, e.idJSON, c.Completed, c.Dropped, receipt{audioSent: c.AudioSentS, spokenUntil: c.SpokenUntil}, c.Trace)
+}
+
+func (e *nativeEncoder) Failed(b []byte, code string, retryAfter, completed int, trace string) []byte {
+	return appendTaskFailed(b, e.idJSON, completed, code, retryAfter, trace)
+}

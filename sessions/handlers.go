@@ -7,7 +7,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine"
-	"voicesvc/jsonw"
+	"voicesvc/langtag"
 	"voicesvc/synth"
 )
 
@@ -21,73 +21,122 @@ func (s *session) findLocked(id string) *task {
 	return nil
 }
 
-// taskStart opens a context. Everything that can refuse it (fields, limits,
+// command carries out one command of a client message; end reports that
+// the session is over.
+func (s *session) command(c *Command) (end bool, err error) {
+	switch c.Kind {
+	case Open:
+		return s.open(c)
+	case Append:
+		return s.appendText(c)
+	case Speak:
+		s.mu.Lock()
+		open := s.findLocked(c.Context) != nil
+		s.mu.Unlock()
+		if open {
+			return s.appendText(c)
+		}
+		return s.open(c)
+	case Flush:
+		s.flush(c)
+	case Cancel:
+		s.cancel(c)
+	case Clear:
+		s.clear()
+	case Reply:
+		f := getFrame()
+		f.hdr = append(f.hdr, c.Text...)
+		s.mu.Lock()
+		s.pushLocked(f, false) // behind what is queued: in order with the audio
+		s.mu.Unlock()
+	case EndSession:
+		if c.Graceful {
+			return s.endWhenDone()
+		}
+		return true, s.finish(disconnectNormal, s.sessionEndedFrame("client_request"), nil)
+	default:
+		return true, s.fatal("", control.EInternal, "internal error", disconnectInternal, fmt.Errorf("sessions: unknown command %d", c.Kind))
+	}
+	return false, nil
+}
+
+// open opens a context. Everything that can refuse it (fields, limits,
 // the voice, credits) is checked before it is billed or opened.
-func (s *session) taskStart(m *synth.Fields) (bool, error) {
+func (s *session) open(c *Command) (bool, error) {
+	p := c.Open
+	if p == nil {
+		s.reject(Invalid(c.Context, "no open context %q", c.Context))
+		return false, nil
+	}
 	engines, err := s.engines()
 	if err != nil {
 		return true, s.fatal("", control.EInternal, "internal error", disconnectInternal, err)
 	}
-	// Any engine's language passes here; the voice's engine decides below.
-	p, e := parseStart(m, s.cfg.IdleFlush, engines.Languages())
-	if e != nil {
-		s.reject(e)
+	// Any engine's language passes here (before the voice is looked up);
+	// the voice's engine decides below, by the same rule.
+	if _, ok := langtag.Match(p.Options.Language, engines.Languages()); !ok {
+		s.reject(&Refusal{c.Context, control.EInvalidLanguage, fmt.Sprintf("language %q is not supported", p.Options.Language)})
 		return false, nil
 	}
+	textChars := int(control.CountChars(c.Text))
 	// Only this goroutine opens tasks, so the checks below stay true until
 	// the task is added (others can only close tasks).
 	s.mu.Lock()
-	dup, open, winding := s.findLocked(p.contextID) != nil, len(s.tasks), s.winding
+	dup, open, winding := s.findLocked(c.Context) != nil, len(s.tasks), s.winding || s.closing
 	s.mu.Unlock()
-	if winding {
+	switch {
+	case winding:
 		// The open contexts may finish; the client opens new ones on
 		// another server.
-		s.reject(&msgError{p.contextID, control.EShuttingDown, "the server is shutting down: open new contexts on a new connection"})
+		s.reject(&Refusal{c.Context, control.EShuttingDown, "the server is shutting down: open new contexts on a new connection"})
+		return false, nil
+	case dup:
+		s.reject(&Refusal{c.Context, CodeContextExists, fmt.Sprintf("context %q is already open", c.Context)})
+		return false, nil
+	case open >= s.cfg.MaxContexts:
+		s.reject(&Refusal{c.Context, CodeTooManyContexts, fmt.Sprintf("at most %d contexts can be open", s.cfg.MaxContexts)})
+		return false, nil
+	case textChars > s.cfg.MaxPendingText:
+		s.reject(&Refusal{c.Context, control.ETextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)})
 		return false, nil
 	}
-	if dup {
-		s.reject(&msgError{p.contextID, codeContextExists, fmt.Sprintf("context %q is already open", p.contextID)})
-		return false, nil
-	}
-	if open >= s.cfg.MaxContexts {
-		s.reject(&msgError{p.contextID, codeTooManyContexts, fmt.Sprintf("at most %d contexts can be open", s.cfg.MaxContexts)})
-		return false, nil
-	}
-	voice, err := s.voice(p.voiceID)
+	voice, err := s.voice(p.Voice)
 	if err != nil {
-		var me *msgError
-		if errors.As(err, &me) {
-			me.contextID = p.contextID
-			s.reject(me)
+		var r *Refusal
+		if errors.As(err, &r) {
+			r.Context = c.Context
+			s.reject(r)
 			return false, nil
 		}
-		return true, s.fatal(p.contextID, control.EInternal, "internal error", disconnectInternal, err)
+		return true, s.fatal(c.Context, control.EInternal, "internal error", disconnectInternal, err)
 	}
 	// The voice's engine, the voice's settings under the request's fields,
 	// and that engine's tag for the language: as on every transport.
 	eng, err := synth.EngineFor(engines, voice)
 	if err != nil {
 		e := control.AsError(err)
-		s.reject(&msgError{contextID: p.contextID, code: e.Code, msg: e.Message})
+		s.reject(&Refusal{c.Context, e.Code, e.Message})
 		return false, nil
 	}
-	req, err := synth.Prepare(voice, p.opts, eng.Languages())
+	req, err := synth.Prepare(voice, p.Options, eng.Languages())
 	if err != nil {
-		s.reject(refusal(p.contextID, err))
+		s.reject(refusal(c.Context, err))
 		return false, nil
 	}
 	if err := engine.Admit(eng); errors.Is(err, engine.ErrOverCapacity) {
-		s.refuseStart(p.contextID, eng, err)
+		s.refuseStart(c.Context, eng, err)
 		return false, nil
 	}
-	charged, end, err := s.charge(p.contextID, p.textChars)
+	charged, end, err := s.charge(c.Context, textChars)
 	if end {
 		return true, err
 	}
-	t := &task{s: s, id: p.contextID, idJSON: jsonw.AppendString(nil, p.contextID), trace: control.NewID(),
-		format: p.opts.Format, rate: p.opts.SampleRate, idleFlush: p.idleFlush, start: time.Now(), req: req, eng: eng,
-		words: engine.WordTimes(eng)}
-	t.timestamps = t.words && p.opts.Timestamps
+	t := &task{s: s, id: c.Context, trace: control.NewID(), format: p.Options.Format, rate: p.Options.SampleRate,
+		buffer: p.Buffer, start: time.Now(), req: req, eng: eng, words: engine.WordTimes(eng)}
+	if t.buffer.IdleFlush == 0 {
+		t.buffer.IdleFlush = s.cfg.IdleFlush
+	}
+	t.timestamps = t.words && p.Options.Timestamps
 	s.mu.Lock()
 	if s.aborting != nil {
 		// The session is ending (revoked, shutting down): the reader
@@ -99,10 +148,12 @@ func (s *session) taskStart(m *synth.Fields) (bool, error) {
 	t.bill.add(charged)
 	s.tasks = append(s.tasks, t)
 	t.observeStart()
+	t.enc = s.wire.Encoder(&ContextInfo{ID: t.id, Voice: voice, Format: string(t.format), SampleRate: t.rate,
+		Timestamps: t.timestamps, Trace: t.trace})
 	f := getFrame()
-	f.hdr = appendTaskStarted(f.hdr, t.idJSON, t.rate, string(t.format), t.timestamps)
+	f.hdr = t.enc.Started(f.hdr)
 	s.pushLocked(f, true) // before any audio of the task can be queued
-	t.appendLocked(p.opts.Text, p.finalize)
+	t.appendLocked(c.Text, c.Finalize)
 	s.mu.Unlock()
 	return false, nil
 }
@@ -127,13 +178,13 @@ func (s *session) refuseStart(contextID string, eng engine.Engine, err error) {
 		trace = control.NewID()
 	}
 	f := getFrame()
-	f.hdr = appendTaskFailed(f.hdr, jsonw.AppendString(nil, contextID), 0, code, retryAfter, trace)
+	f.hdr = s.wire.Encoder(&ContextInfo{ID: contextID, Trace: trace}).Failed(f.hdr, code, retryAfter, 0, trace)
 	s.mu.Lock()
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 }
 
-// voice resolves voice_id; a *msgError is a non-fatal refusal.
+// voice resolves the voice a context names; a *Refusal is a non-fatal refusal.
 func (s *session) voice(id string) (*control.Voice, error) {
 	if s.deps.Voice == nil {
 		return nil, errors.New("sessions: no voice lookup configured")
@@ -142,13 +193,13 @@ func (s *session) voice(id string) (*control.Voice, error) {
 	switch control.ErrorCode(err) {
 	case "":
 		if v == nil || v.Status != control.VoiceReady {
-			return nil, &msgError{code: codeVoiceNotFound, msg: "voice is not ready"}
+			return nil, &Refusal{Code: CodeVoiceNotFound, Message: "voice is not ready"}
 		}
 		return v, nil
 	case control.ENotFound, control.EVoiceNotReady, control.EInvalidVoiceID:
-		return nil, &msgError{code: codeVoiceNotFound, msg: fmt.Sprintf("voice %q not found", id)}
+		return nil, &Refusal{Code: CodeVoiceNotFound, Message: fmt.Sprintf("voice %q not found", id)}
 	case control.EVoiceNotAllowed:
-		return nil, &msgError{code: control.EVoiceNotAllowed, msg: fmt.Sprintf("voice %q is not allowed for this token", id)}
+		return nil, &Refusal{Code: control.EVoiceNotAllowed, Message: fmt.Sprintf("voice %q is not allowed for this token", id)}
 	}
 	return nil, err
 }
@@ -172,28 +223,26 @@ func (s *session) charge(contextID string, chars int) (c control.Charge, end boo
 	return c, true, s.fatal(contextID, control.EInternal, "internal error", disconnectInternal, err)
 }
 
-func (s *session) taskContinue(m *synth.Fields) (bool, error) {
-	p, e := parseContinue(m)
-	if e != nil {
-		s.reject(e)
-		return false, nil
-	}
+// appendText adds an Append's text to its context.
+func (s *session) appendText(c *Command) (bool, error) {
+	textChars := int(control.CountChars(c.Text))
+	var e *Refusal
 	s.mu.Lock()
-	t := s.findLocked(p.contextID)
+	t := s.findLocked(c.Context)
 	switch {
 	case t == nil:
-		e = invalid(p.contextID, "no open context %q", p.contextID)
+		e = Invalid(c.Context, "no open context %q", c.Context)
 	case t.finalized:
-		e = invalid(p.contextID, "context %q is finalized", p.contextID)
-	case t.waitingChars()+p.textChars > s.cfg.MaxPendingText:
-		e = &msgError{p.contextID, control.ETextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)}
+		e = Invalid(c.Context, "context %q is finalized", c.Context)
+	case t.waitingChars()+textChars > s.cfg.MaxPendingText:
+		e = &Refusal{c.Context, control.ETextTooLong, fmt.Sprintf("more than %d characters waiting in this context", s.cfg.MaxPendingText)}
 	}
 	s.mu.Unlock()
 	if e != nil {
 		s.reject(e)
 		return false, nil
 	}
-	charged, end, err := s.charge(p.contextID, p.textChars)
+	charged, end, err := s.charge(c.Context, textChars)
 	if end {
 		return true, err
 	}
@@ -204,7 +253,7 @@ func (s *session) taskContinue(m *synth.Fields) (bool, error) {
 	closed := t.closed || s.aborting != nil
 	if !closed {
 		t.bill.add(charged)
-		t.appendLocked(p.text, p.finalize)
+		t.appendLocked(c.Text, c.Finalize)
 	}
 	s.mu.Unlock()
 	if closed {
@@ -228,18 +277,15 @@ func (s *session) ending() bool {
 	return s.aborting != nil || s.stopping
 }
 
-func (s *session) taskCancel(m *synth.Fields) {
-	id, e := contextID(m)
-	if e != nil {
-		s.reject(e)
-		return
-	}
+// cancel stops a context at once; a context that finished but whose end
+// the client has not been sent yet is still cancelled.
+func (s *session) cancel(c *Command) {
 	s.mu.Lock()
-	t := s.findLocked(id)
+	t := s.findLocked(c.Context)
 	if t == nil {
 		// Finished, but its task_done has not been taken for writing.
 		for _, d := range s.draining {
-			if d.id == id {
+			if d.id == c.Context {
 				t = d
 				break
 			}
@@ -247,15 +293,76 @@ func (s *session) taskCancel(m *synth.Fields) {
 	}
 	if t == nil {
 		s.mu.Unlock()
-		s.reject(invalid(id, "no open context %q", id))
+		if !c.IfOpen {
+			s.reject(Invalid(c.Context, "no open context %q", c.Context))
+		}
 		return
 	}
-	completed, dropped := t.cancelLocked()
-	f := getFrame()
-	f.hdr = appendTaskCancelled(f.hdr, t.idJSON, completed, dropped, t.receiptLocked(), t.trace)
-	s.pushLocked(f, true)
+	s.cancelTaskLocked(t)
 	s.mu.Unlock()
 	s.flushRefunds()
+}
+
+// cancelTaskLocked cancels t and queues its receipt.
+func (s *session) cancelTaskLocked(t *task) {
+	completed, dropped := t.cancelLocked()
+	r := t.receiptLocked()
+	f := getFrame()
+	f.hdr = t.enc.Cancelled(f.hdr, &Cancelled{Completed: completed, Dropped: dropped, AudioSentS: r.audioSent,
+		SpokenUntil: r.spokenUntil, Trace: t.trace})
+	s.pushLocked(f, true)
+}
+
+// clear cancels every open context (and those whose end is not sent yet).
+func (s *session) clear() {
+	s.mu.Lock()
+	for len(s.tasks) > 0 {
+		s.cancelTaskLocked(s.tasks[0])
+	}
+	for len(s.draining) > 0 {
+		s.cancelTaskLocked(s.draining[0])
+	}
+	s.mu.Unlock()
+	s.flushRefunds()
+}
+
+// flush renders a context's waiting text now and answers Flushed once the
+// audio of all its text so far has been queued for the client.
+func (s *session) flush(c *Command) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.findLocked(c.Context)
+	if t == nil {
+		f := getFrame()
+		f.hdr = s.wire.Encoder(&ContextInfo{ID: c.Context}).Flushed(f.hdr, c.FlushID)
+		s.pushLocked(f, false)
+		return
+	}
+	t.flushPendingLocked()
+	if len(t.queued) == 0 && !t.inflight {
+		t.flushedLocked(c.FlushID)
+	} else {
+		t.flushes = append(t.flushes, flushMark{last: t.nextIndex + len(t.queued) - 1, id: c.FlushID})
+	}
+	t.kickLocked()
+}
+
+// endWhenDone ends the session once its open contexts have spoken all
+// their text (finalizing them); new contexts are refused meanwhile.
+func (s *session) endWhenDone() (bool, error) {
+	s.mu.Lock()
+	s.closing = true
+	if len(s.tasks) == 0 {
+		s.mu.Unlock()
+		return true, s.finish(disconnectNormal, s.sessionEndedFrame("client_request"), nil)
+	}
+	for _, t := range append([]*task(nil), s.tasks...) {
+		if !t.finalized {
+			t.appendLocked("", true)
+		}
+	}
+	s.mu.Unlock()
+	return false, nil
 }
 
 // engines is the registry the session renders with: Deps.Engines, or one

@@ -200,10 +200,10 @@ func (s *session) armFailed(err error) {
 	switch {
 	case s.stopping || s.aborting != nil:
 	case errors.Is(err, netpoll.ErrClosed):
-		s.abortLocked(disconnectShutdown, shuttingDownFrame()) // the server is stopping
+		s.abortLocked(disconnectShutdown, s.shuttingDownFrame()) // the server is stopping
 	default:
 		s.log.Error("websocket session: cannot watch the socket", "err", err)
-		s.abortLocked(disconnectInternal, errorFrame(control.EInternal, "internal error", true))
+		s.abortLocked(disconnectInternal, s.errorFrame(control.EInternal, "internal error", true))
 	}
 }
 

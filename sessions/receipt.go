@@ -34,7 +34,7 @@ type receipt struct {
 // heardWords records the words a chunk starts and, when the client asked
 // for them, queues their word_timestamps frame ahead of the chunk's audio.
 // It runs on the runner, between the engine and the codec.
-func (t *task) heardWords(sentence int, words []synth.Word) error {
+func (t *task) heardWords(sentence int, text string, at int, words []synth.Word) error {
 	if len(words) == 0 {
 		return nil
 	}
@@ -55,7 +55,7 @@ func (t *task) heardWords(sentence int, words []synth.Word) error {
 	}
 	f := getFrame()
 	f.task = t
-	f.hdr = appendWordTimestamps(f.hdr, t.idJSON, sentence, words)
+	f.hdr = t.enc.Words(f.hdr, sentence, text, at, words)
 	return s.pushAudio(t, f)
 }
 

@@ -88,6 +88,8 @@ type Deps struct {
 	// Observer, when set, follows every context (observe.go): the
 	// server's metrics and tracing.
 	Observer ContextObserver
+	// Wire is the protocol's messages (wire.go); nil: the native one.
+	Wire Wire
 }
 
 // Billing is the core's billing of a session's text as it arrives.
@@ -107,6 +109,7 @@ type session struct {
 	nc     net.Conn  // the transport's bytes: read and written directly
 	cfg    Config
 	deps   Deps
+	wire   Wire
 	parent context.Context // Run's ctx: runner contexts derive from it
 	log    *slog.Logger
 
@@ -123,6 +126,7 @@ type session struct {
 	stopping   bool             // no new runners, no more frames
 	overflowed bool             // the replies' cap was hit: no more frames are queued
 	winding    bool             // the server is shutting down: end once no context is open
+	closing    bool             // the client asked to end once no context is open (EndSession Graceful)
 	refunds    []control.Charge // owed, made by flushRefunds outside the lock
 	wg         sync.WaitGroup
 
@@ -131,6 +135,8 @@ type session struct {
 	readFailed bool        // the byte stream cannot be decoded any more
 	peerClosed bool        // the client's close frame was read
 	stopCtx    func() bool // unregisters the abort on Run's ctx
+
+	cmds []Command // Parse's, reused message to message
 
 	polled // Serve's state (poll.go)
 }
@@ -185,7 +191,10 @@ func New(conn *websocket.Conn, cfg Config, deps Deps) *Session {
 
 // NewOver prepares a session over any Transport.
 func NewOver(t Transport, cfg Config, deps Deps) *Session {
-	s := &session{conn: t, nc: t.Conn(), cfg: cfg.withDefaults(), deps: deps, log: deps.Logger}
+	s := &session{conn: t, nc: t.Conn(), cfg: cfg.withDefaults(), deps: deps, wire: deps.Wire, log: deps.Logger}
+	if s.wire == nil {
+		s.wire = native{}
+	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -199,7 +208,7 @@ func NewOver(t Transport, cfg Config, deps Deps) *Session {
 // it is called. It may be called from any goroutine, before, during or
 // after Run.
 func (x *Session) Revoke() {
-	x.s.abort(disconnectUnauthorized, errorFrame(control.EUnauthorized, "the API key of this session was revoked or has expired", true))
+	x.s.abort(disconnectUnauthorized, x.s.errorFrame(control.EUnauthorized, "the API key of this session was revoked or has expired", true))
 }
 
 // Drain starts a graceful shutdown: a session with no open context ends at
@@ -219,18 +228,33 @@ func (x *Session) Drain() {
 
 // lastContextClosedLocked ends a draining session once nothing is open.
 func (s *session) lastContextClosedLocked() {
-	if s.winding && !s.stopping {
-		s.abortLocked(disconnectShutdown, shuttingDownFrame())
+	switch {
+	case s.stopping:
+	case s.winding:
+		s.abortLocked(disconnectShutdown, s.shuttingDownFrame())
+	case s.closing:
+		s.abortLocked(disconnectNormal, s.sessionEndedFrame("client_request"))
 	}
 }
 
-func shuttingDownFrame() *frame {
-	return errorFrame(control.EShuttingDown, "the server is shutting down", true)
+func (s *session) shuttingDownFrame() *frame {
+	return s.errorFrame(control.EShuttingDown, "the server is shutting down", true)
 }
 
-func errorFrame(code, msg string, fatal bool) *frame {
+func (s *session) errorFrame(code, msg string, fatal bool) *frame {
 	f := getFrame()
-	f.hdr = appendError(f.hdr, "", code, msg, fatal)
+	f.hdr = s.wire.AppendError(f.hdr, "", code, msg, fatal)
+	return f
+}
+
+// sessionEndedFrame is the protocol's last message of a session that ends
+// normally, or nil.
+func (s *session) sessionEndedFrame(reason string) *frame {
+	f := getFrame()
+	if f.hdr = s.wire.AppendSessionEnded(f.hdr, reason); len(f.hdr) == 0 {
+		putFrame(f)
+		return nil
+	}
 	return f
 }
 
@@ -265,9 +289,15 @@ func (s *session) begin(ctx context.Context) {
 	// session reads it directly (consume): WriteClose only writes the
 	// session's close frame, after the writer has stopped.
 	if ctx.Done() != nil {
-		s.stopCtx = context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, shuttingDownFrame()) })
+		s.stopCtx = context.AfterFunc(ctx, func() { s.abort(disconnectShutdown, s.shuttingDownFrame()) })
 	}
 	s.mu.Lock()
+	f := getFrame()
+	if f.hdr = s.wire.Hello(f.hdr); len(f.hdr) > 0 {
+		s.pushLocked(f, true) // the protocol's first message
+	} else {
+		putFrame(f)
+	}
 	s.lastActive = time.Now()
 	s.setDeadlineLocked()
 	s.mu.Unlock()
@@ -351,7 +381,7 @@ func (s *session) message(op ws.OpCode, b []byte) (end bool, err error) {
 	s.setDeadlineLocked()
 	s.mu.Unlock()
 	if op != ws.OpText {
-		s.reject(invalid("", "binary messages are not accepted"))
+		s.reject(Invalid("", "binary messages are not accepted"))
 		return false, nil
 	}
 	// RFC 6455 8.1: a text message is UTF-8.
@@ -403,9 +433,7 @@ func (s *session) endAborted() error {
 
 // endIdle ends a session that idled out.
 func (s *session) endIdle() error {
-	f := getFrame()
-	f.hdr = appendSessionEnded(f.hdr, "idle")
-	return s.finish(disconnectNormal, f, nil)
+	return s.finish(disconnectNormal, s.sessionEndedFrame("idle"), nil)
 }
 
 // onPing answers a client's ping through the writer, which owns every
@@ -441,41 +469,34 @@ func (s *session) handle(b []byte) (end bool, err error) {
 
 // dispatch handles one message; end reports that the session is over.
 func (s *session) dispatch(b []byte) (end bool, err error) {
-	m, typ, merr := parseMessage(b)
-	if merr != nil {
-		s.reject(merr)
+	cmds, perr := s.wire.Parse(b, s.cmds[:0])
+	if perr != nil {
+		s.reject(asRefusal("", perr))
 		return false, nil
 	}
-	switch typ {
-	case "task_start":
-		return s.taskStart(&m)
-	case "task_continue":
-		return s.taskContinue(&m)
-	case "task_cancel":
-		s.taskCancel(&m)
-		return false, nil
-	case "session_end":
-		f := getFrame()
-		f.hdr = appendSessionEnded(f.hdr, "client_request")
-		return true, s.finish(disconnectNormal, f, nil)
+	for i := range cmds {
+		if end, err = s.command(&cmds[i]); end {
+			break
+		}
 	}
-	s.reject(invalid("", "unknown message type %q", typ))
-	return false, nil
+	clear(cmds) // (no text or params kept past the message)
+	s.cmds = cmds[:0]
+	return end, err
 }
 
-// reject answers a non-fatal error frame.
-func (s *session) reject(e *msgError) {
+// reject answers a non-fatal error message.
+func (s *session) reject(e *Refusal) {
 	f := getFrame()
-	f.hdr = appendError(f.hdr, e.contextID, e.code, e.msg, false)
+	f.hdr = s.wire.AppendError(f.hdr, e.Context, e.Code, e.Message, false)
 	s.mu.Lock()
 	s.pushLocked(f, true)
 	s.mu.Unlock()
 }
 
-// fatal ends the session with an error frame and a close code.
+// fatal ends the session with an error message and a close code.
 func (s *session) fatal(contextID, code, msg string, d *disconnect, cause error) error {
 	f := getFrame()
-	f.hdr = appendError(f.hdr, contextID, code, msg, true)
+	f.hdr = s.wire.AppendError(f.hdr, contextID, code, msg, true)
 	return s.finish(d, f, cause)
 }
 

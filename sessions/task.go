@@ -17,19 +17,19 @@ import (
 // codec pipeline while one sentence renders, its timer while a partial
 // sentence waits for the idle flush.
 type task struct {
-	s         *session
-	id        string
-	idJSON    []byte // id as a JSON string, for the hand-built frames
-	trace     string
-	req       engine.Request
-	eng       engine.Engine // the voice's engine
-	format    codec.Format
-	rate      int
-	idleFlush time.Duration
-	start     time.Time   // task_start received, for ttfb
-	span      ContextSpan // Deps.Observer's (observe.go); set before the task is shared
-	outcome   string      // how it closed, for span.End; guarded by s.mu
-	ended     bool        // span.End was called; guarded by s.mu
+	s       *session
+	id      string
+	enc     Encoder // the protocol's messages for this context
+	trace   string
+	req     engine.Request
+	eng     engine.Engine // the voice's engine
+	format  codec.Format
+	rate    int
+	buffer  Buffer      // how text waits to be spoken (IdleFlush set)
+	start   time.Time   // task_start received, for ttfb
+	span    ContextSpan // Deps.Observer's (observe.go); set before the task is shared
+	outcome string      // how it closed, for span.End; guarded by s.mu
+	ended   bool        // span.End was called; guarded by s.mu
 	// words: the engine reports where words start, so the context knows
 	// what was heard (the cancel receipt) and, when timestamps was asked,
 	// sends word_timestamps frames.
@@ -55,6 +55,8 @@ type task struct {
 	completed   int         // sentence_done frames queued and not purged
 	lastText    time.Time
 	timer       *time.Timer
+	flushes     []flushMark        // Flushes answered once their text's audio is queued
+	pieces      int                // pieces spoken by Buffer.Schedule
 	cancel      context.CancelFunc // the running runner's context
 
 	// Owned by the runner (runners of one task never overlap).
@@ -75,31 +77,73 @@ func (t *task) waitingChars() int { return utf8.RuneCountInString(t.pending) + t
 
 // appendLocked adds client text: every sentence whose end is now certain is
 // queued at once (not one message later), the rest waits for more text,
-// the idle flush or finalize.
+// the idle flush or finalize (or as the context's Buffer says).
 func (t *task) appendLocked(text string, finalize bool) {
 	now := time.Now()
 	if text != "" {
 		t.lastText = now
 		t.pending += text
-		spans, rest := engine.CutComplete(t.pending)
-		t.queueCut(t.pending, spans, rest)
-		t.pending = t.pending[rest:]
+		switch b := &t.buffer; {
+		case b.Immediate:
+			t.flushPendingLocked()
+		case b.Hold:
+		case len(b.Schedule) > 0:
+			t.scheduleLocked()
+		default:
+			spans, rest := engine.CutComplete(t.pending)
+			t.queueCut(t.pending, spans, rest)
+			t.pending = t.pending[rest:]
+		}
 	}
 	if finalize {
 		t.finalized = true
 		t.flushPendingLocked()
 	}
 	switch {
-	case t.pending == "" || t.finalized:
+	case t.pending == "" || t.finalized || t.buffer.IdleFlush < 0:
 		if t.timer != nil {
 			t.timer.Stop()
 		}
 	case t.timer == nil:
-		t.timer = time.AfterFunc(t.idleFlush, t.onIdleFlush)
+		t.timer = time.AfterFunc(t.buffer.IdleFlush, t.onIdleFlush)
 	default:
-		t.timer.Reset(t.idleFlush)
+		t.timer.Reset(t.buffer.IdleFlush)
 	}
 	t.kickLocked()
+}
+
+// scheduleLocked speaks the waiting text once it holds the schedule's next
+// number of characters, up to the last word that fits (ElevenLabs'
+// chunk_length_schedule).
+func (t *task) scheduleLocked() {
+	sched := t.buffer.Schedule
+	for {
+		need := sched[min(t.pieces, len(sched)-1)]
+		if utf8.RuneCountInString(t.pending) < need {
+			return
+		}
+		cut := lastWordEnd(t.pending)
+		if cut == 0 {
+			return // one word longer than the piece: wait for its end
+		}
+		piece := t.pending[:cut]
+		t.queueCut(piece, engine.Sentences(piece), cut)
+		t.pending = t.pending[cut:]
+		t.pieces++
+	}
+}
+
+// lastWordEnd is the byte offset after the last space of s that follows a
+// word (0: none).
+func lastWordEnd(s string) int {
+	for i := len(s) - 1; i > 0; i-- {
+		if s[i] == ' ' || s[i] == '\n' || s[i] == '\t' {
+			if c := s[i-1]; c != ' ' && c != '\n' && c != '\t' {
+				return i + 1
+			}
+		}
+	}
+	return 0
 }
 
 // flushPendingLocked renders the partial sentence as it is.
@@ -107,6 +151,31 @@ func (t *task) flushPendingLocked() {
 	if t.pending != "" {
 		t.queueCut(t.pending, engine.Sentences(t.pending), len(t.pending))
 		t.pending = ""
+	}
+}
+
+// flushMark is a Flush waiting for the audio of sentence last.
+type flushMark struct {
+	last int
+	id   string
+}
+
+// flushedLocked queues the answer to a Flush, behind the audio before it.
+func (t *task) flushedLocked(id string) {
+	f := getFrame()
+	f.task = t
+	f.hdr = t.enc.Flushed(f.hdr, id)
+	t.s.pushLocked(f, false)
+}
+
+// sentenceSentLocked answers the Flushes that waited for sentence index.
+func (t *task) sentenceSentLocked(index int) {
+	for len(t.flushes) > 0 && t.flushes[0].last <= index {
+		t.flushedLocked(t.flushes[0].id)
+		t.flushes = t.flushes[1:]
+	}
+	if len(t.flushes) == 0 {
+		t.flushes = nil
 	}
 }
 
@@ -120,7 +189,7 @@ func (t *task) onIdleFlush() {
 		return
 	}
 	// A message that raced the timer moved lastText: wait out the rest.
-	if rest := t.idleFlush - time.Since(t.lastText); rest > time.Millisecond {
+	if rest := t.buffer.IdleFlush - time.Since(t.lastText); rest > time.Millisecond {
 		t.timer.Reset(rest)
 		return
 	}
@@ -187,8 +256,9 @@ func (t *task) run(ctx context.Context) {
 			t.completed++
 			f := getFrame()
 			f.task, f.kind = t, kindSentenceDone
-			f.hdr = appendSentenceDone(f.hdr, t.idJSON, index, text, dur)
+			f.hdr = t.enc.SentenceDone(f.hdr, index, text, dur)
 			s.pushLocked(f, false)
+			t.sentenceSentLocked(index)
 		default:
 			if dur == 0 && errors.Is(err, engine.ErrBusy) {
 				// Refused by the engine before any of it was rendered:
@@ -273,9 +343,10 @@ func (t *task) render(ctx context.Context, index int, text string, at int, pre *
 	send := func(b []byte) error {
 		d := t.duration(len(b))
 		f := getFrame()
-		f.task, f.kind, f.pair, f.dur = t, kindAudio, true, d
-		f.hdr = appendAudioChunk(f.hdr, t.idJSON, index, chunk, d, len(b))
-		f.bin = append(f.bin, b...)
+		f.task, f.kind, f.dur = t, kindAudio, d
+		a := Audio{Sentence: index, Chunk: chunk, Duration: d, Bytes: b}
+		f.hdr, f.bin = t.enc.Audio(f.hdr, f.bin, &a)
+		f.pair = len(f.bin) > 0
 		if t.firstAudio == 0 {
 			t.firstAudio = time.Since(t.start)
 			if t.span != nil {
@@ -301,7 +372,7 @@ func (t *task) render(ctx context.Context, index int, text string, at int, pre *
 			t.clock = synth.NewWordClock(t.eng.NativeRate(), "")
 		}
 		t.clock.Reset(text, at, t.audio)
-		eng = synth.Tap(eng, func(c engine.Chunk) error { return t.heardWords(index, t.clock.Chunk(c)) })
+		eng = synth.Tap(eng, func(c engine.Chunk) error { return t.heardWords(index, text, at, t.clock.Chunk(c)) })
 	}
 	_, err = synth.Run(ctx, eng, req, pipe, send)
 	t.generate += time.Since(began)
@@ -374,8 +445,8 @@ func (t *task) doneLocked() {
 	}
 	f := getFrame()
 	f.task, f.kind = t, kindTaskDone
-	f.hdr = appendTaskDone(f.hdr, t.idJSON, t.completed, t.audio,
-		float64(t.firstAudio)/1e6, float64(t.generate)/1e6, t.trace)
+	f.hdr = t.enc.Done(f.hdr, &Done{Sentences: t.completed, AudioS: t.audio,
+		FirstAudioMS: float64(t.firstAudio) / 1e6, Generate: float64(t.generate) / 1e6, Trace: t.trace})
 	// Until the writer takes its task_done, the client has not seen the
 	// context end: a cancel must still stop its audio (cancelLocked).
 	s.draining = append(s.draining, t)
@@ -419,7 +490,7 @@ func (t *task) failLocked(err error) {
 	}
 	if errors.Is(err, engine.ErrUnavailable) {
 		f := getFrame()
-		f.hdr = appendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
+		f.hdr = s.wire.AppendError(f.hdr, t.id, control.EUnavailable, "the synthesis engine is unavailable", true)
 		s.abortLocked(disconnectTryLater, f)
 		t.gone = true
 		t.outcome = control.EUnavailable
@@ -435,7 +506,7 @@ func (t *task) failLocked(err error) {
 	t.outcome = code
 	t.closeLocked()
 	f := getFrame()
-	f.hdr = appendTaskFailed(f.hdr, t.idJSON, t.completed, code, retryAfter, t.trace)
+	f.hdr = t.enc.Failed(f.hdr, code, retryAfter, t.completed, t.trace)
 	s.pushLocked(f, false)
 }
 

@@ -312,14 +312,23 @@ func (s *session) writeBatch(fs []*frame, size int) error {
 			b = appendWSFrame(b, websocket.PongMessage, f.hdr)
 			continue
 		}
-		b = appendWSFrame(b, websocket.TextMessage, f.hdr)
+		// An event the protocol has no message for is an empty frame,
+		// kept in the queue for its order and bookkeeping (sentence_done
+		// counts, task_done's drain) and not written; an audio pair whose
+		// protocol sends binary audio alone has no text frame.
+		if len(f.hdr) > 0 {
+			b = appendWSFrame(b, websocket.TextMessage, f.hdr)
+		}
 		if f.pair {
 			b = appendWSFrame(b, websocket.BinaryMessage, f.bin)
 		}
 	}
-	err := nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
-	if err == nil {
-		_, err = nc.Write(b)
+	var err error
+	if len(b) > 0 { // (a batch of events with no message writes nothing)
+		err = nc.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+		if err == nil {
+			_, err = nc.Write(b)
+		}
 	}
 	if cap(b) <= 2*maxBatchBytes {
 		wb.b = b[:0]

@@ -205,3 +205,19 @@ var ErrClientGone = errors.New("web: client gone")
 func IsClientGone(err error) bool {
 	return errors.Is(err, ErrClientGone) || errors.Is(err, context.Canceled)
 }
+
+// SessionDeps are what every realtime protocol's session runs on: the
+// core's engines and its voice lookup for env's principal, the admission's
+// billing, the host's logger and observer, and the protocol's Wire (nil:
+// the native protocol's).
+func SessionDeps(h Host, env SessionEnv, w sessions.Wire) sessions.Deps {
+	core, p := h.Core(), env.Principal
+	return sessions.Deps{
+		Engines:  core.Engines(),
+		Voice:    func(c context.Context, ref string) (*control.Voice, error) { return core.Voice(c, p, ref) },
+		Billing:  env.Admission,
+		Logger:   h.Logger(), // not a With per session: an idle session stays small
+		Observer: env.Observer,
+		Wire:     w,
+	}
+}

@@ -2,7 +2,6 @@ package native
 
 import (
 	"bytes"
-	"context"
 
 	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
@@ -44,14 +43,7 @@ func (n *Protocol) webSocket(ctx *fasthttp.RequestCtx, p *control.Principal) {
 
 // openSession makes the native session of an upgraded socket.
 func (n *Protocol) openSession(conn *websocket.Conn, env web.SessionEnv) web.Session {
-	core, p := n.h.Core(), env.Principal
-	return sessions.New(conn, n.cfg.Session, sessions.Deps{
-		Engines:  core.Engines(),
-		Voice:    func(c context.Context, ref string) (*control.Voice, error) { return core.Voice(c, p, ref) },
-		Billing:  env.Admission,
-		Logger:   n.h.Logger(), // not a With per session: an idle session stays small
-		Observer: env.Observer,
-	})
+	return sessions.New(conn, n.cfg.Session, web.SessionDeps(n.h, env, nil))
 }
 
 // wsAuthenticate finds the credentials of a handshake in the order of the
