@@ -311,7 +311,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.protocols = []web.Protocol{
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
-			deepgram.New(deepgram.Config{}),
+			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
 		}
 	}
 	s.routes()

@@ -207,3 +207,16 @@ func deepgramEncodingList(socket, mp3 bool) string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// deepgramSocketRules: a Speak message's text may be empty (it adds
+// nothing) and is bounded like any request's.
+var deepgramSocketRules = Rules{TextOptional: true, MaxTextChars: MaxTextChars, Names: Names{Text: "text"}}
+
+// DeepgramSpeakText validates the text of a socket's Speak message (a raw
+// JSON value, Fields.Text): a string of at most MaxTextChars code points;
+// absent, null or empty is "".
+func DeepgramSpeakText(raw []byte) (string, error) {
+	var o Options
+	err := deepgramSocketRules.text(&o, raw)
+	return o.Text, err
+}

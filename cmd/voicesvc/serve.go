@@ -118,7 +118,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		Protocols: []web.Protocol{
 			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			openai.New(openai.Config{}),
-			deepgram.New(deepgram.Config{}),
+			deepgram.New(deepgram.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 		},
 	})
 	if err != nil {

@@ -5,6 +5,9 @@
 //
 //	POST /v1/speak?model=&encoding=&container=&sample_rate=&bit_rate=&speed=
 //	     {"text": "..."}                        -> the audio file (speak.go)
+//	GET  /v1/speak?model=&encoding=&sample_rate=&speed= (WebSocket)
+//	     Speak, Flush, Clear, Close             -> binary audio, Metadata,
+//	                                               Flushed, Cleared (ws.go, wire.go)
 //
 // model names the voice (id, workspace alias, catalog alias); the query's
 // format names map onto voicesvc's codecs (synth.ParseDeepgramSpeak).
@@ -22,6 +25,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/jsonw"
+	"voicesvc/sessions"
 	"voicesvc/telemetry"
 	"voicesvc/web"
 )
@@ -34,7 +38,10 @@ const base = "/compat/deepgram"
 const speakPath = "/v1/speak"
 
 // Config tunes the dialect; zero fields take the defaults.
-type Config struct{}
+type Config struct {
+	// Session configures the speak sockets' sessions.
+	Session sessions.Config
+}
 
 // Protocol is the Deepgram dialect's routes.
 type Protocol struct {
@@ -61,6 +68,7 @@ func (d *Protocol) Register(h web.Host) {
 	d.rest = h.Series(telemetry.Compat)
 	h.Handle(web.Route{Method: "POST", Path: base + speakPath, Scope: control.ScopeTTS, Auth: d.authenticate,
 		Streams: true}, d.speak)
+	d.registerSocket(h)
 }
 
 // AppendError writes Deepgram's error body,
