@@ -54,7 +54,10 @@ func authorization(h []byte) []byte {
 	if !bytes.EqualFold(scheme, schemeToken) && !bytes.EqualFold(scheme, schemeBearer) {
 		return []byte{}
 	}
-	return bytes.TrimSpace(cred)
+	if cred = bytes.TrimSpace(cred); cred == nil {
+		return []byte{} // a scheme alone: refused, not the next form
+	}
+	return cred
 }
 
 // protocolCredential is the credential of a subprotocol list
