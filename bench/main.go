@@ -156,7 +156,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid, and --duration, --warmup, --sweep, --capacity when given")
-	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional")
+	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional; or deepgram: Deepgram's speak socket at --base (https://api.deepgram.com, or voicesvc's .../compat/deepgram), --voice the model, --key sent as Authorization: Token; with --via a voicesvc base URL, its native WebSocket measured in turn")
 	fs.StringVar(&o.Model, "model", "", "openai: the model sent (default tts-1)")
 	fs.StringVar(&o.Via, "via", "", "openai: a second OpenAI-compatible base URL (e.g. a voicesvc's .../compat in front of --base), measured in turn with --base; the report adds what it adds to the time to first audio byte")
 	fs.StringVar(&o.ViaKey, "via-key", "", "openai: the key for --via")
@@ -197,7 +197,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	switch {
 	case o.overload < 0 || o.overload > 20000:
 		return o, "", false, fmt.Errorf("--overload %d: want 1-20000 streams", o.overload)
-	case o.overload > 0 && (o.baseline || o.Target == "openai"):
+	case o.overload > 0 && (o.baseline || o.Target == "openai" || o.Target == "deepgram"):
 		return o, "", false, fmt.Errorf("--overload applies to --target voicesvc, alone or with --suite")
 	}
 	o.Scenarios = splitList(*scn)
@@ -214,7 +214,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	if o.APIKey == "" && o.Target != "openai" {
 		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
 	}
-	if o.Target == "openai" && (*suite || o.baseline) {
+	if (o.Target == "openai" || o.Target == "deepgram") && (*suite || o.baseline) {
 		return o, "", false, fmt.Errorf("--suite and --baseline apply to --target voicesvc")
 	}
 	if !*quiet {

@@ -148,10 +148,16 @@ type GatewayAdded struct {
 
 // GatewayAddedOf pairs the openai and openai-via results of a run.
 func GatewayAddedOf(run *Run) []GatewayAdded {
+	return pairAdded(run, scenarioOpenAI, scenarioOpenAIVia)
+}
+
+// pairAdded pairs the results of scenarios direct and via level by level:
+// what via adds to direct.
+func pairAdded(run *Run, direct, via string) []GatewayAdded {
 	byLevel := map[int]*struct{ d, v []*Result }{}
 	var levels []int
 	for _, r := range run.Results {
-		if r.Scenario != scenarioOpenAI && r.Scenario != scenarioOpenAIVia {
+		if r.Scenario != direct && r.Scenario != via {
 			continue
 		}
 		g := byLevel[r.Concurrency]
@@ -160,7 +166,7 @@ func GatewayAddedOf(run *Run) []GatewayAdded {
 			byLevel[r.Concurrency] = g
 			levels = append(levels, r.Concurrency)
 		}
-		if r.Scenario == scenarioOpenAI {
+		if r.Scenario == direct {
 			g.d = append(g.d, r)
 		} else {
 			g.v = append(g.v, r)

@@ -89,7 +89,7 @@ func (o *Options) defaults() error {
 	case "", "voicesvc":
 		o.Target = "voicesvc"
 		if o.Via != "" {
-			return fmt.Errorf("--via applies to --target openai")
+			return fmt.Errorf("--via applies to --target openai and deepgram")
 		}
 	case "openai":
 		o.Scenarios = []string{scenarioOpenAI}
@@ -99,8 +99,14 @@ func (o *Options) defaults() error {
 		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
 			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
 		}
+	case "deepgram":
+		o.Scenarios = []string{scenarioDeepgram}
+		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
+			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
+		}
+		o.Via = strings.TrimRight(o.Via, "/")
 	default:
-		return fmt.Errorf("--target %q: want voicesvc or openai", o.Target)
+		return fmt.Errorf("--target %q: want voicesvc, openai or deepgram", o.Target)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
@@ -163,8 +169,11 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	if o.Target == "openai" {
+	switch o.Target {
+	case "openai":
 		return executeOpenAI(ctx, o)
+	case "deepgram":
+		return executeDeepgram(ctx, o)
 	}
 	levels := o.Sweep
 	if len(levels) == 0 {

@@ -112,6 +112,10 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 			writeUpstreamTargets(w, run)
 			continue
 		}
+		if run.Engine == "deepgram" {
+			writeDeepgramTargets(w, run)
+			continue
+		}
 		if HasBaseline(run) {
 			writeBaselineTargets(w, run)
 			continue
