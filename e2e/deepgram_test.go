@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -251,5 +252,33 @@ func TestDeepgramRevocation(t *testing.T) {
 	t.Logf("socket closed %v after the revocation (close %d)", took, msgs[n-1].CloseCode)
 	if took > 5*time.Second { // the rule is 2 s; loose for a shared machine
 		t.Errorf("socket closed %v after the revocation", took)
+	}
+}
+
+// TestDeepgramBench: `voicesvc bench --target deepgram --via` drives the
+// dialect's socket and the native WebSocket of the same server in turn and
+// reports what the socket adds (counts only: timings are the bench's).
+func TestDeepgramBench(t *testing.T) {
+	srv := harness.Start(t, harness.Options{Args: refArgs(0)})
+	e := newEnv(t, srv, "pro")
+	out, err := exec.Command(harness.Binary(t), "bench", "--target", "deepgram",
+		"--base", srv.API+"/compat/deepgram", "--key", e.key, "--voice", e.voice, "--via", srv.URL,
+		"--text", "Thanks for calling.", "--sweep", "1,2", "--requests", "4", "--warmup", "0s", "--rounds", "1",
+		"--quiet", "--out", t.TempDir()).CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	table := string(out)
+	for _, want := range []string{"the native WebSocket and the Deepgram socket", "| 1 |", "| 2 |"} {
+		if !strings.Contains(table, want) {
+			t.Fatalf("the report lacks %q:\n%s", want, table)
+		}
+	}
+	for _, line := range strings.Split(table, "\n") {
+		if strings.HasPrefix(line, "| 1 |") || strings.HasPrefix(line, "| 2 |") {
+			if !strings.HasSuffix(line, "| 0/0 |") {
+				t.Errorf("errors: %s", line)
+			}
+		}
 	}
 }
