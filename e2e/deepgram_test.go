@@ -282,3 +282,41 @@ func TestDeepgramBench(t *testing.T) {
 		}
 	}
 }
+
+// TestDeepgramClearRefunds: a Clear while the socket speaks stops it and
+// gives back the characters whose synthesis never started: what stays
+// billed is the sentences that were synthesized.
+func TestDeepgramClearRefunds(t *testing.T) {
+	const sentence = "This sentence keeps the engine busy. "
+	srv := harness.Start(t, harness.Options{Args: refArgs(1)})
+	e := newEnv(t, srv, "pro", "--billing", "enforce", "--allowance", "100000")
+	s, _ := dgDial(t, srv, e.key, "model="+e.voice)
+	s.until(dgIs("Metadata"))
+	s.send("Speak", strings.Repeat(sentence, 20))
+	s.send("Flush", "")
+	s.ws.SetReadDeadline(time.Now().Add(30 * time.Second))
+	for { // the first audio
+		if kind, _, err := s.ws.ReadMessage(); err != nil {
+			t.Fatal(err)
+		} else if kind == websocket.BinaryMessage {
+			break
+		}
+	}
+	s.send("Clear", "")
+	msgs := s.until(dgIs("Cleared"))
+	for _, m := range msgs {
+		if m.Type == "Flushed" {
+			t.Fatalf("the cleared text's Flush was answered: %v", msgs)
+		}
+	}
+	s.send("Close", "")
+	s.until(dgIs("close"))
+	total := int64(20 * len(sentence))
+	var used int64
+	// At real time a sentence lasts about two seconds: little more than
+	// the first few had started when the Clear came.
+	if !poll(5*time.Second, func() bool { used = usedOf(t, srv.DB, e.ws); return used < total/2 }) || used < int64(len(sentence))-1 {
+		t.Fatalf("used %d of %d characters after the Clear", used, total)
+	}
+	t.Logf("billed %d of %d characters", used, total)
+}
