@@ -55,7 +55,8 @@ func (s *Server) initSynthesis(deps Deps) error {
 		Limiter: m.CountingLimiter(limiter), Meter: s.synth.meter,
 		Hooks:  synth.Hooks{Refused: m.Refused, Active: s.synth.active},
 		Logger: s.log, StoreTimeout: limitTimeout, Billing: deps.Billing,
-		Keys: synth.KeyCacheConfig{MB: s.cfg.KeyCacheMB, TTL: s.cfg.KeyCacheTTL, NegativeTTL: s.cfg.NegativeKeyTTL},
+		Keys:       synth.KeyCacheConfig{MB: s.cfg.KeyCacheMB, TTL: s.cfg.KeyCacheTTL, NegativeTTL: s.cfg.NegativeKeyTTL},
+		MaxUploads: s.cfg.MaxUploads, MediaDir: deps.MediaDir, JobQueued: deps.JobQueued,
 	})
 	if err != nil {
 		return err

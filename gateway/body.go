@@ -23,7 +23,7 @@ func (s *Server) serveBody(ctx *fasthttp.RequestCtx) {
 		s.serveError(ctx, fasthttp.ErrBodyTooLarge)
 		return
 	}
-	if !isUploadRequest(ctx) {
+	if !s.isUploadRequest(ctx) {
 		if err := s.readBody(ctx); err != nil {
 			s.serveError(ctx, err)
 			return
@@ -32,11 +32,15 @@ func (s *Server) serveBody(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.router.Handler(ctx)
-	u, _ := ctx.UserValue(uploadKey).(*upload)
-	if u != nil {
-		u.Close()
-	}
-	if ctx.Request.IsBodyStream() && ctx.Request.Header.ContentLength() != 0 && (u == nil || !u.bodyEOF) {
+	// What the upload's handler left open (its temporary file, its
+	// admission) is released now, not when fasthttp resets the request.
+	ctx.VisitUserValues(func(_ []byte, v any) {
+		if c, ok := v.(io.Closer); ok {
+			c.Close()
+		}
+	})
+	u, _ := ctx.UserValue(uploadBodyKey).(*uploadReader)
+	if ctx.Request.IsBodyStream() && ctx.Request.Header.ContentLength() != 0 && (u == nil || !u.eof) {
 		dropConnection(ctx)
 	}
 }
@@ -80,8 +84,8 @@ func (s *Server) readBody(ctx *fasthttp.RequestCtx) error {
 }
 
 // isUploadRequest: POST to an upload route.
-func isUploadRequest(ctx *fasthttp.RequestCtx) bool {
-	return ctx.IsPost() && isUploadPath(ctx.Path())
+func (s *Server) isUploadRequest(ctx *fasthttp.RequestCtx) bool {
+	return ctx.IsPost() && s.isUploadPath(ctx.Path())
 }
 
 // dropConnection closes the connection after this answer, with a lingering

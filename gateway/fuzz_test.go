@@ -5,89 +5,12 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
-	"unicode/utf8"
 
 	"github.com/valyala/fasthttp"
-
-	"voicesvc/control"
-	"voicesvc/langtag"
-	"voicesvc/web"
 )
 
 // Seeds live in testdata/fuzz/<name>/; `go test` runs them, `go test
-// -fuzz=FuzzVoiceCreateBody ./gateway` explores further.
-
-// checkVoiceInput is what any accepted body must satisfy.
-func checkVoiceInput(t *testing.T, body []byte, in *voiceInput, err error) {
-	if err != nil {
-		e, ok := err.(*control.Error)
-		if !ok {
-			t.Fatalf("error %T %v is not a *control.Error", err, err)
-		}
-		if s := web.StatusOf(e.Code); s != 400 && s != 413 {
-			t.Fatalf("status %d (%s) for a body error", s, e.Code)
-		}
-		return
-	}
-	if len(body) > 0 && !json.Valid(body) && len(trimSpace(body)) > 0 {
-		t.Fatalf("invalid JSON accepted: %q", body)
-	}
-	if in.name != nil && (*in.name == "" || utf8.RuneCountInString(*in.name) > maxNameChars) {
-		t.Fatalf("bad name accepted: %q", *in.name)
-	}
-	if in.language != nil {
-		if again, ok := langtag.Canonical(*in.language); !ok || again != *in.language {
-			t.Fatalf("language %q not canonical", *in.language)
-		}
-	}
-	if in.settings != nil && *in.settings != nil {
-		st := *in.settings
-		for _, c := range []struct {
-			v      *float64
-			lo, hi float64
-		}{{st.Stability, 0, 1}, {st.Similarity, 0, 1}, {st.Style, 0, 1}, {st.Speed, 0.25, 4}, {st.Pitch, -12, 12}, {st.Volume, 0, 2}} {
-			if c.v != nil && (*c.v < c.lo || *c.v > c.hi) {
-				t.Fatalf("setting %v out of [%v, %v] accepted", *c.v, c.lo, c.hi)
-			}
-		}
-		// What is accepted can be written back as JSON.
-		if b := appendSettings(nil, st); !json.Valid(b) {
-			t.Fatalf("settings render as invalid JSON: %s", b)
-		}
-	}
-	if in.labels != nil {
-		v := &control.Voice{Labels: *in.labels}
-		if b := appendVoice(nil, v, []string{"alloy"}); !json.Valid(b) {
-			t.Fatalf("voice renders as invalid JSON: %s", b)
-		}
-	}
-}
-
-func trimSpace(b []byte) []byte {
-	for len(b) > 0 && (b[0] == ' ' || b[0] == '\t' || b[0] == '\n' || b[0] == '\r') {
-		b = b[1:]
-	}
-	return b
-}
-
-func FuzzVoiceCreateBody(f *testing.F) {
-	f.Add([]byte(`{"name":"a","consent":true}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		in, err := parseVoiceCreate(body, 256<<10)
-		checkVoiceInput(t, body, in, err)
-		if err == nil && in.name == nil {
-			t.Fatalf("create accepted without a name: %q", body)
-		}
-	})
-}
-
-func FuzzVoiceUpdateBody(f *testing.F) {
-	f.Add([]byte(`{"settings":{"speed":1}}`))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		in, err := parseVoiceUpdate(body, 256<<10)
-		checkVoiceInput(t, body, in, err)
-	})
-}
+// -fuzz=FuzzAPIKeyHeader ./gateway` explores further.
 
 // FuzzAPIKeyHeader sends arbitrary X-API-Key and Authorization headers
 // through the whole handler (with the real store) and checks that the

@@ -7,11 +7,12 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // GET /healthz: the process is up and serving.
 func (s *Server) healthz(ctx *fasthttp.RequestCtx) {
-	s.writeData(ctx, fasthttp.StatusOK, jsonValue{map[string]string{"status": "ok"}})
+	web.WriteData(ctx, fasthttp.StatusOK, web.Marshal(map[string]string{"status": "ok"}))
 }
 
 // GET /readyz: the store answers, an engine is wired and every upstream
@@ -51,6 +52,6 @@ func (s *Server) readyz(ctx *fasthttp.RequestCtx) {
 		}
 		engines = append(engines, u)
 	}
-	s.writeData(ctx, fasthttp.StatusOK, jsonValue{map[string]any{
-		"store": "ok", "engine": s.engine.Name(), "engines": engines}})
+	web.WriteData(ctx, fasthttp.StatusOK, web.Marshal(map[string]any{
+		"store": "ok", "engine": s.engine.Name(), "engines": engines}))
 }

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -42,6 +43,16 @@ func (h *protoHost) AuthToken(token []byte) (*control.Principal, error) {
 	return h.s.core.AuthToken(token)
 }
 
+func (h *protoHost) Session(ctx *fasthttp.RequestCtx) (*control.DashboardSession, error) {
+	return h.s.session(ctx)
+}
+func (h *protoHost) SameOrigin(ctx *fasthttp.RequestCtx) bool { return h.s.sameOrigin(ctx) }
+func (h *protoHost) SetSessionCookie(ctx *fasthttp.RequestCtx, secret string, expires int64) {
+	h.s.setSessionCookie(ctx, secret, expires)
+}
+func (h *protoHost) UploadBody(ctx *fasthttp.RequestCtx) (io.Reader, error) {
+	return h.s.uploadBody(ctx)
+}
 func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error {
 	return h.s.admitRequest(ctx, p)
 }
@@ -51,13 +62,20 @@ func (h *protoHost) AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal)
 // the request rate, metrics, the access log, and r's idempotency.
 func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	s := h.s
-	rt := s.apiRoute(r.Method+" "+r.Path, r.Scope, creds(r.Creds))
-	rt.auth = r.Auth
+	name := r.Name
+	if name == "" {
+		name = r.Method + " " + r.Path
+	}
+	rt := s.apiRoute(name, r.Scope, creds(r.Creds))
+	rt.auth, rt.cors = r.Auth, !r.Root || r.CORS
 	if r.Idempotent {
-		handler = s.idempotent(handler)
+		handler = s.idempotent(handler, r.Fingerprint)
 	}
 	if tail := literalTail(r.Path); r.Streams && !slices.Contains(s.streamPaths, tail) {
 		s.streamPaths = append(s.streamPaths, tail)
+	}
+	if tail := literalTail(r.Path); r.Upload && !slices.Contains(s.uploadPaths, tail) {
+		s.uploadPaths = append(s.uploadPaths, tail)
 	}
 	var g registrar = s.apiGroup
 	if r.Root {
@@ -81,6 +99,8 @@ func creds(c web.Creds) credKind {
 		return withTokens
 	case web.BearerKeys:
 		return withBearerKeys
+	case web.SessionOnly:
+		return sessionOnly
 	}
 	return keysOnly
 }
@@ -165,7 +185,16 @@ func (h *protoHost) Stream(ctx *fasthttp.RequestCtx, job *web.Job, series *telem
 	headers(ctx)
 	// A long text on a slow engine may stream for longer than the write
 	// timeout of the route: bound each write instead of the whole body.
-	st.slidingDeadline(ctx.Conn(), s.cfg.WriteTimeout)
+	// fasthttp sets the response's own deadline when this handler returns,
+	// before the first piece: on a streaming route StreamWriteTimeout (one
+	// hour), which then covers the first pieces, so that the path to the
+	// first byte moves no deadline (stream.go, deadlineSteps).
+	idle := s.cfg.WriteTimeout
+	var set time.Time
+	if s.cfg.StreamWriteTimeout >= idle+idle/deadlineSteps && s.isStreamPath(ctx.Path()) {
+		set = time.Now()
+	}
+	st.slidingDeadline(ctx.Conn(), idle, set)
 	st.watchClient(ctx.Conn())
 	ctx.SetBodyStream(st, -1)
 	return true

@@ -4,10 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
 
 	"github.com/valyala/fasthttp"
 
@@ -56,20 +52,21 @@ var (
 )
 
 // idempotent wraps h with Idempotency-Key handling. Requests without the
-// header go straight to h.
-func (s *Server) idempotent(h handlerFunc) handlerFunc {
+// header go straight to h. fingerprint, when set, hashes a body the
+// handler reads itself (web.Route.Fingerprint: uploads).
+func (s *Server) idempotent(h handlerFunc, fingerprint func(*fasthttp.RequestCtx, *control.Principal) ([]byte, error)) handlerFunc {
 	return func(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		raw := ctx.Request.Header.PeekBytes(hdrIdempotencyKey)
 		if len(raw) == 0 {
 			h(ctx, p)
 			return
 		}
-		if !validIdempotencyKey(raw) {
+		if !printableASCII(raw, idempotencyKeyMax) {
 			s.writeError(ctx, errIdempotencyKey)
 			return
 		}
 		key := string(raw)
-		fp, err := s.fingerprint(ctx, p)
+		fp, err := s.fingerprint(ctx, p, fingerprint)
 		if err != nil {
 			s.writeError(ctx, err)
 			return
@@ -155,66 +152,22 @@ func replay(ctx *fasthttp.RequestCtx, r *control.IdempotentResponse) {
 	ctx.Response.SetBody(r.Body)
 }
 
-// validIdempotencyKey: 1-255 printable ASCII characters.
-func validIdempotencyKey(k []byte) bool {
-	if len(k) == 0 || len(k) > idempotencyKeyMax {
-		return false
-	}
-	for _, c := range k {
-		if c < 0x20 || c > 0x7e {
-			return false
-		}
-	}
-	return true
-}
-
-// fingerprint is "METHOD PATH BODYHASH". Multipart bodies are hashed part
-// by part (name, file name, content type, content) so that the random
-// boundary of the encoding does not count. An upload's body is streamed,
-// not in memory: it is received here (receiveUpload hashes it on the way),
-// and an upload that cannot be received is refused before the key is
-// claimed.
-func (s *Server) fingerprint(ctx *fasthttp.RequestCtx, p *control.Principal) (string, error) {
+// fingerprint is "METHOD PATH BODYHASH". An upload's body is streamed,
+// not in memory: the route's own hash receives it (the native uploads
+// hash their parts one by one, so that the random boundary of the encoding
+// does not count), and an upload that cannot be received is refused before
+// the key is claimed.
+func (s *Server) fingerprint(ctx *fasthttp.RequestCtx, p *control.Principal,
+	hash func(*fasthttp.RequestCtx, *control.Principal) ([]byte, error)) (string, error) {
 	var sum []byte
-	if isUploadRequest(ctx) {
-		f, err := s.receiveUpload(ctx, p)
-		if err != nil {
+	if hash != nil {
+		var err error
+		if sum, err = hash(ctx, p); err != nil {
 			return "", err
 		}
-		sum = f.partsHash
 	} else {
-		h := sha256.New()
-		body := ctx.Request.Body()
-		if !hashMultipart(h, ctx.Request.Header.ContentType(), body) {
-			h.Reset()
-			h.Write(body)
-		}
-		sum = h.Sum(nil)
+		h := sha256.Sum256(ctx.Request.Body())
+		sum = h[:]
 	}
 	return string(ctx.Method()) + " " + string(ctx.Path()) + " " + hex.EncodeToString(sum), nil
-}
-
-// hashMultipart writes the parts of a multipart/form-data body into h; false
-// when the body is not one (then the raw body is hashed instead).
-func hashMultipart(h io.Writer, contentType, body []byte) bool {
-	mt, params, err := mime.ParseMediaType(string(contentType))
-	if err != nil || mt != "multipart/form-data" || params["boundary"] == "" {
-		return false
-	}
-	r := multipart.NewReader(bytes.NewReader(body), params["boundary"])
-	for {
-		part, err := r.NextPart()
-		if errors.Is(err, io.EOF) {
-			return true
-		}
-		if err != nil {
-			return false
-		}
-		writePartHeader(h, part)
-		sum := sha256.New()
-		if _, err := io.Copy(sum, part); err != nil {
-			return false
-		}
-		h.Write(sum.Sum(nil))
-	}
 }

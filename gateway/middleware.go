@@ -18,7 +18,7 @@ import (
 )
 
 // handlerFunc is an authenticated API handler: p is never nil and has the
-// route's scope. It must end in exactly one writeData or writeError, and
+// route's scope. It must end in exactly one answer (web.WriteData, an audio body, or writeError), and
 // must not keep ctx after it returns. p belongs to this request alone and
 // is never changed by the server, so a stream writer may keep it.
 type handlerFunc = web.Handler
@@ -35,6 +35,8 @@ const (
 	// withBearerKeys: `Authorization: Bearer vsk_...` API keys too (the
 	// compatible endpoint, docs/api.md#compatible-speech).
 	withBearerKeys
+	// sessionOnly: the dashboard session alone (key management, session.go).
+	sessionOnly
 )
 
 // route is what the wrapper knows about one registered route.
@@ -43,8 +45,9 @@ type route struct {
 	scope string // scope required of an API key; "" = no authentication
 	// tokens and bearerKeys: the route's creds (withTokens,
 	// withBearerKeys), as the authentication reads them.
-	tokens     bool
-	bearerKeys bool
+	tokens      bool
+	bearerKeys  bool
+	sessionOnly bool
 	// cors: answer with CORS headers (API routes, docs/api.md#headers).
 	cors bool
 	// auth, when set, authenticates instead of the header forms (a
@@ -56,8 +59,8 @@ type route struct {
 	m       *metrics
 }
 
-// routes registers every route. New resources add their lines here and a
-// file of handlers next to voices.go.
+// routes registers every route: the protocols' (host.go), then the
+// server's own (health, metrics, the dashboard's pages, /docs/).
 func (s *Server) routes() {
 	r := router.New()
 	// Redirects would answer API clients with 301/308 and no envelope.
@@ -73,20 +76,8 @@ func (s *Server) routes() {
 
 	api := r.Group(APIRoot)
 	s.apiGroup = api
-	s.api(api, "GET", "/voices", control.ScopeVoicesRead, keysOnly, s.listVoices)
-	s.api(api, "POST", "/voices", control.ScopeVoicesWrite, keysOnly, s.idempotent(s.createVoice))
-	s.api(api, "GET", "/voices/{id}", control.ScopeVoicesRead, keysOnly, s.getVoice)
-	s.api(api, "PATCH", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.updateVoice)
-	s.api(api, "DELETE", "/voices/{id}", control.ScopeVoicesWrite, keysOnly, s.deleteVoice)
-	s.api(api, "GET", "/voices/{id}/aliases", control.ScopeVoicesRead, keysOnly, s.getAliases)
-	s.api(api, "PUT", "/voices/{id}/aliases", control.ScopeVoicesWrite, keysOnly, s.putAliases)
-	s.api(api, "GET", "/jobs/{id}", control.ScopeVoicesRead, keysOnly, s.getJob)
-	// Uploads (enroll.go, clone.go): multipart, free, answered 202.
-	s.api(api, "POST", "/voices/{id}/enroll", control.ScopeClone, keysOnly, s.idempotent(s.enroll))
-	s.api(api, "POST", "/voices/clone", control.ScopeClone, keysOnly, s.idempotent(s.clone))
-	s.tokenRoutes(api) // POST /tokens; token auth (tokens.go)
-	// Synthesis: each protocol package registers its routes (host.go):
-	// the native speak, SSE and WebSocket, the OpenAI dialect, ...
+	// Each protocol package registers its routes (host.go): the native
+	// resources, speak, SSE and WebSocket, the OpenAI dialect, ...
 	s.wsInit()
 	for _, p := range s.protocols {
 		for _, prefix := range p.Prefixes() {
@@ -95,18 +86,26 @@ func (s *Server) routes() {
 		p.Register(&protoHost{s: s, proto: p})
 	}
 
-	// The dashboard: its session's keys and usage (keys.go), its pages
-	// (dashboard.go). Its cookie session is authenticated in auth.go.
-	s.sessionRoutes(api)
-	s.dashboardRoutes(r)
+	// The dashboard's pages are the native protocol's; its cookie session
+	// is authenticated here (auth.go, session.go). This router cannot hold
+	// both /dashboard and /dashboard/: GET /dashboard (no slash) is
+	// redirected on its way to the 404.
+	unmatched, dash := r.NotFound, s.plain(s.newRoute("GET /dashboard/{page}", "", false), func(ctx *fasthttp.RequestCtx) {
+		ctx.Redirect("/dashboard/", fasthttp.StatusFound)
+	})
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		if ctx.IsGet() && string(ctx.Path()) == "/dashboard" {
+			dash(ctx)
+			return
+		}
+		unmatched(ctx)
+	}
 
 	api.OPTIONS("/{path:*}", s.plain(s.newRoute("OPTIONS preflight", "", true), s.preflight))
 
 	r.GET("/healthz", s.plain(s.newRoute("GET /healthz", "", false), s.healthz))
 	r.GET("/readyz", s.plain(s.newRoute("GET /readyz", "", false), s.readyz))
 	r.GET("/metrics", s.plain(s.newRoute("GET /metrics", "", false), s.metrics.serve))
-	r.GET("/media/{name}", s.plain(s.newRoute("GET /media/{name}", "", true), s.media))
-	s.docsRoutes(r) // GET /docs/, /openapi.yaml: the documentation (docs.go)
 }
 
 func (s *Server) newRoute(name, scope string, cors bool) *route {
@@ -118,13 +117,8 @@ func (s *Server) newRoute(name, scope string, cors bool) *route {
 // credentials it takes besides X-API-Key.
 func (s *Server) apiRoute(name, scope string, c credKind) *route {
 	rt := s.newRoute(name, scope, true)
-	rt.tokens, rt.bearerKeys = c == withTokens, c == withBearerKeys
+	rt.tokens, rt.bearerKeys, rt.sessionOnly = c == withTokens, c == withBearerKeys, c == sessionOnly
 	return rt
-}
-
-// api registers an authenticated API route under the API root.
-func (s *Server) api(g *router.Group, method, path, scope string, c credKind, h handlerFunc) {
-	s.handle(g, method, path, s.apiRoute(method+" "+path, scope, c), h)
 }
 
 // registrar is a router or a group of it: where a route is registered.
@@ -139,11 +133,14 @@ func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFu
 		defer s.finish(ctx, rt, start)
 		var p *control.Principal
 		var err error
-		if rt.auth != nil {
+		switch {
+		case rt.sessionOnly:
+			p, err = s.sessionOnly(ctx)
+		case rt.auth != nil:
 			if p, err = rt.auth(ctx); err == nil && !p.Has(rt.scope) {
 				p, err = nil, scopeError(rt.scope)
 			}
-		} else {
+		default:
 			p, err = s.authenticate(ctx, rt)
 		}
 		if err == nil {
@@ -255,11 +252,15 @@ func reqStart(ctx *fasthttp.RequestCtx) time.Time {
 
 // validRequestID: an incoming X-Request-Id of 1-128 printable ASCII
 // characters is kept, so that a caller's trace id survives the hop.
-func validRequestID(id []byte) bool {
-	if len(id) == 0 || len(id) > 128 {
+func validRequestID(id []byte) bool { return printableASCII(id, 128) }
+
+// printableASCII: 1 to max printable ASCII characters (request ids,
+// Idempotency-Key).
+func printableASCII(b []byte, max int) bool {
+	if len(b) == 0 || len(b) > max {
 		return false
 	}
-	for _, c := range id {
+	for _, c := range b {
 		if c < 0x20 || c > 0x7e {
 			return false
 		}

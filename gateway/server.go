@@ -2,25 +2,14 @@
 // routes of docs/api.md under /voice-svc/api/v1/public, plus /healthz,
 // /readyz and /metrics at the root.
 //
-// Every handler reads the same way: parse the request, call the store or the
-// engine, then end in exactly one of writeData or writeError. Request ids,
-// CORS, authentication and scope checks, metrics and the access log are done
-// by the route wrapper (middleware.go), so handlers never repeat them.
-//
-// Adding a route: write `func (s *Server) x(ctx *fasthttp.RequestCtx, p
-// *control.Principal)` in the resource's file (voices.go is the model), register it
-// in routes() with its scope (docs/api.md#scopes), and in
-// the handler:
-//
-//	in, err := parse...(ctx.Request.Body())    // decodeJSON for JSON bodies
-//	if err != nil { s.writeError(ctx, err); return }
-//	out, err := s.store.Something(...)          // errors are *control.Error
-//	if err != nil { s.writeError(ctx, err); return }
-//	s.writeData(ctx, 200, payload)              // payload.appendJSON, or jsonValue{v}
-//
-// p is the authenticated workspace (never nil on API routes, scope already
-// checked). Errors are always *control.Error values (status from the code
-// table in control/error.go); anything else is answered 500 and logged.
+// The server holds no resource of its own: the protocol packages (package
+// web) register every API route, the native resources included
+// (dialect/native), and the core (synth.Service) holds their rules. Request
+// ids, CORS, authentication and scope checks, the request rate, metrics
+// and the access log are done by the route wrapper (middleware.go), so
+// handlers never repeat them. Errors are *control.Error values (status from
+// the code table in web/status.go); anything else is answered 500 and
+// logged (writeError).
 package gateway
 
 import (
@@ -98,9 +87,9 @@ type Config struct {
 	MaxUploadBody int
 	// MaxUploads caps the uploads being received or stored at once (64);
 	// beyond it an upload answers 503 upstream_busy with Retry-After
-	// before its body is read. Each holds a temporary file and its
-	// connection; the memory of a clip read back for the store is bounded
-	// separately (clone.go, startEnrollment).
+	// before its body is read (the core's AdmitUpload). Each holds a
+	// temporary file and its connection; the memory of a clip read back
+	// for the store is bounded separately (synth/enroll.go).
 	MaxUploads int
 	// UploadDir holds the uploads' temporary files (unlinked at once, so
 	// nothing stays there); "": the system's temporary directory.
@@ -202,7 +191,7 @@ type Deps struct {
 	// BaseURL is the public address of the service (sample and audio URLs).
 	BaseURL string
 	// MediaDir holds clone previews, served publicly under /media/
-	// (media.go); "" serves nothing.
+	// (dialect/native/media.go); "" serves nothing.
 	MediaDir string
 	// JobQueued is called after an enroll or clone stored a job, so that
 	// the job runner claims it without waiting for its poll; nil: none.
@@ -234,26 +223,21 @@ type Server struct {
 	apiGroup *router.Group // the routes under APIRoot
 	http     *fasthttp.Server
 	// protocols answer their routes (host.go); prefixes choose the error
-	// shape of a path (envelope.go); streamPaths are the literal tails of
-	// the routes that stream (requestConfig).
+	// shape of a path (envelope.go); streamPaths and uploadPaths are the
+	// literal tails of the routes that stream and of the uploads
+	// (requestConfig).
 	protocols   []web.Protocol
 	prefixes    []protoPrefix
 	streamPaths []string
+	uploadPaths []string
 	metrics     *metrics
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
 	core       *synth.Service // the application core: voices, admission, jobs
 	synth      synthState     // admission.go
-	mediaDir   string         // media.go
-	jobQueued  func()         // clone.go
 	ws         *wsState       // ws.go
 	tracer     trace.Tracer   // tracing.go; nil: off
 	drain      drainState     // drain.go: Shutdown
-
-	uploadShares uploadShares // each workspace's uploads in progress (uploadshare.go)
-
-	uploads   chan struct{} // one per upload in progress (upload.go)
-	clipSlots chan struct{} // one per clip read back for the store (clone.go)
 	// tooLarge notes the requests whose Content-Length was over their
 	// limit (requestConfig): *fasthttp.RequestHeader -> the length.
 	tooLarge sync.Map
@@ -289,8 +273,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: deps.Store, engine: deps.Engine,
 		log: deps.Logger, billing: deps.Billing, baseURL: deps.BaseURL,
-		mediaDir: deps.MediaDir, jobQueued: deps.JobQueued, protocols: deps.Protocols,
-		uploads: make(chan struct{}, cfg.MaxUploads), clipSlots: make(chan struct{}, clipsInMemory),
+		protocols: deps.Protocols,
 	}
 	if deps.TracerProvider != nil {
 		s.tracer = deps.TracerProvider.Tracer("voicesvc/gateway")
@@ -309,7 +292,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	}
 	if s.protocols == nil {
 		s.protocols = []web.Protocol{
-			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
+			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig(), UploadDir: cfg.UploadDir}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
 			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
 		}
@@ -337,7 +320,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		// a key) take it from 33 to 40 MiB (e2e
 		// TestAnnouncedUploadsReserveNothing). serveBody reads JSON
 		// bodies up to MaxJSONBody; uploads are received by their
-		// handlers after authentication (upload.go).
+		// handlers after authentication (uploadbody.go, web.Host.UploadBody).
 		StreamRequestBody:  true,
 		MaxRequestBodySize: cfg.MaxJSONBody,
 		// The listener already caps open connections (netguard); the
@@ -360,7 +343,11 @@ func New(cfg Config, deps Deps) (*Server, error) {
 
 	watchCtx, cancel := context.WithCancel(context.Background())
 	s.stopWatch, s.watchDone = cancel, make(chan struct{})
-	go s.watchChanges(watchCtx)
+	go func() {
+		defer close(s.watchDone)
+		defer s.core.Close()
+		s.core.Follow(watchCtx, s.store, s.ws.keyChanged, s.ws.recheck)
+	}()
 	return s, nil
 }
 
@@ -401,7 +388,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // body: uploads may be large and slow, streams may run long, and everything
 // else is small JSON. Bodies are streamed (New): the limit returned here
 // only bounds what fasthttp reads before the handler, which enforces the
-// route's real limit as it reads the rest (serveBody, upload.go). For an
+// route's real limit as it reads the rest (serveBody, uploadbody.go). For an
 // upload that is one byte (0 would mean fasthttp's default), so that the
 // key is checked before the body is read; for JSON routes 8 KiB, which
 // most bodies fit. An upload's first byte must come within
@@ -419,7 +406,7 @@ func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 	limit := s.cfg.MaxJSONBody
 	c := fasthttp.RequestConfig{MaxRequestBodySize: s.cfg.MaxJSONBody}
 	switch {
-	case isUploadPath(path):
+	case s.isUploadPath(path):
 		limit = s.cfg.MaxUploadBody
 		c = fasthttp.RequestConfig{MaxRequestBodySize: 1, ReadTimeout: s.cfg.UploadIdleTimeout}
 	case s.isStreamPath(path):
@@ -437,17 +424,16 @@ func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 	return c
 }
 
-// isUploadPath: POST /voices/clone and POST /voices/{id}/enroll.
-func isUploadPath(p []byte) bool {
-	return hasSuffix(p, "/voices/clone") || hasSuffix(p, "/enroll")
-}
+// isUploadPath: the routes registered with web.Route.Upload (enroll,
+// clone); isStreamPath: responses written while audio is generated, which
+// can outlast WriteTimeout, the routes registered with web.Route.Streams
+// (speak, SSE, the compatible endpoint, the WebSocket upgrade). Both by
+// the literal tail of their path.
+func (s *Server) isUploadPath(p []byte) bool { return hasTail(p, s.uploadPaths) }
+func (s *Server) isStreamPath(p []byte) bool { return hasTail(p, s.streamPaths) }
 
-// isStreamPath: responses written while audio is generated, which can
-// outlast WriteTimeout: the routes registered with web.Route.Streams
-// (speak, SSE, the compatible endpoint, the WebSocket upgrade), by the
-// literal tail of their path.
-func (s *Server) isStreamPath(p []byte) bool {
-	for _, tail := range s.streamPaths {
+func hasTail(p []byte, tails []string) bool {
+	for _, tail := range tails {
 		if hasSuffix(p, tail) {
 			return true
 		}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"net/url"
 	"strings"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/web"
 )
 
 // The dashboard's cookie session (docs/api.md#dashboard-sessions). A person
@@ -30,11 +30,7 @@ import (
 // only: an API key cannot make or revoke keys.
 
 // SessionCookie is the name of the dashboard's session cookie.
-const SessionCookie = "voicesvc_session"
-
-// dashboardKeyPrefix marks the KeyID of a session principal, and of the
-// access tokens a session mints (tokenKeyState).
-const dashboardKeyPrefix = control.DashboardKeyPrefix
+const SessionCookie = web.SessionCookie
 
 var (
 	errSessionOnly = control.Errorf(control.EInsufficientScope,
@@ -69,33 +65,12 @@ func (s *Server) sessionPrincipal(ctx *fasthttp.RequestCtx) (*control.Principal,
 	if m := ctx.Method(); !bytes.Equal(m, []byte("GET")) && !bytes.Equal(m, []byte("HEAD")) && !s.sameOrigin(ctx) {
 		return nil, errOrigin
 	}
-	c, cancel := storeCtx()
-	defer cancel()
-	ws, err := s.store.GetWorkspace(c, sess.WorkspaceID)
-	if control.IsCode(err, control.ENotFound) {
-		return nil, errUnauthorized
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &control.Principal{WorkspaceID: ws.ID, KeyID: dashboardKeyPrefix + sess.ID, Legacy: true, Plan: ws.Plan,
-		ExpiresAt: sess.ExpiresAt, Limits: ws.Limits(s.billing), Session: true}, nil
+	return s.core.SessionPrincipal(ctx, sess)
 }
 
-// session finds the live session of the request's cookie.
+// session finds the live session of the request's cookie (the core's).
 func (s *Server) session(ctx *fasthttp.RequestCtx) (*control.DashboardSession, error) {
-	cookie := ctx.Request.Header.Cookie(SessionCookie)
-	if !control.ValidDashboardSessionFormat(b2s(cookie)) {
-		return nil, errUnauthorized
-	}
-	sum := sha256.Sum256(cookie)
-	c, cancel := storeCtx()
-	defer cancel()
-	sess, err := s.store.GetDashboardSession(c, sum[:], control.NowMS())
-	if control.IsCode(err, control.EUnauthorized) {
-		return nil, errUnauthorized
-	}
-	return sess, err
+	return s.core.Session(ctx, ctx.Request.Header.Cookie(SessionCookie))
 }
 
 // sameOrigin reports whether the request's Origin is the service's: the

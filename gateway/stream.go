@@ -56,11 +56,13 @@ type audioStream struct {
 	// reader side
 	cur, curBuf []byte
 	handed      bool // the first piece was handed to fasthttp
-	// conn, when set, gets a write deadline of idle from every Read: the
-	// response may run as long as the client keeps taking it (fasthttp's
-	// WriteTimeout otherwise bounds the whole response).
-	conn net.Conn
-	idle time.Duration
+	// conn, when set, has a write deadline at least idle after every
+	// Read: the response may run as long as the client keeps taking it
+	// (fasthttp's WriteTimeout otherwise bounds the whole response).
+	// moved is when the deadline was last set (see slide).
+	conn  net.Conn
+	idle  time.Duration
+	moved time.Time
 	// hangup watches the client's socket while the body streams, so
 	// that a client that leaves stops the synthesis at once. It starts
 	// at the Read after the first piece (watch holds the socket until
@@ -76,10 +78,36 @@ type audioStream struct {
 // not only when a write to it fails.
 func (st *audioStream) watchClient(conn net.Conn) { st.watch = conn }
 
-// slidingDeadline makes the stream extend conn's write deadline by idle at
-// every piece it hands over.
-func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration) {
-	st.conn, st.idle = conn, idle
+// slidingDeadline makes the stream keep conn's write deadline at least
+// idle ahead of every piece it hands over. set is when conn's deadline was
+// last set at least idle+idle/deadlineSteps ahead (zero: not known to be):
+// until then the pieces need no move of their own.
+func (st *audioStream) slidingDeadline(conn net.Conn, idle time.Duration, set time.Time) {
+	if idle > 0 {
+		st.conn, st.idle, st.moved = conn, idle, set
+	}
+}
+
+// deadlineSteps: a stream moves its write deadline at most this many times
+// per idle period, each time to idle+idle/deadlineSteps ahead, so that
+// every write has between idle and idle+idle/deadlineSteps (60-63.75 s).
+// Moving it at every piece costs more than its call (BenchmarkStreamDeadline:
+// about 0.7 us a piece): a timer moved while no other is due sooner wakes
+// the network poller or an idle P (runtime.wakeNetPoller), a thread that
+// then competes with the client for a CPU. SSE streams got their sliding
+// deadline with the core, the one change on their path to the first byte
+// that the other transports did not have (issue 25).
+const deadlineSteps = 16
+
+// slide moves the write deadline when the last move is idle/deadlineSteps
+// old.
+func (st *audioStream) slide() {
+	now := time.Now()
+	if now.Sub(st.moved) < st.idle/deadlineSteps {
+		return
+	}
+	st.conn.SetWriteDeadline(now.Add(st.idle + st.idle/deadlineSteps))
+	st.moved = now
 }
 
 // startStream runs run in a goroutine that owns job, and returns when
@@ -270,7 +298,7 @@ func (st *audioStream) Read(p []byte) (int, error) {
 			st.cur, st.curBuf = b, b
 		}
 		if n == 0 && st.conn != nil {
-			st.conn.SetWriteDeadline(time.Now().Add(st.idle))
+			st.slide()
 		}
 		c := copy(p[n:], st.cur)
 		st.cur = st.cur[c:]

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bufio"
 	"context"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -299,5 +300,56 @@ func TestAudioStreamFirstPieceAlone(t *testing.T) {
 	}
 	if n, err := st.Read(p); n != 0 || err == nil {
 		t.Fatalf("Read at the end: %d, %v; want 0, EOF", n, err)
+	}
+}
+
+// deadlineConn counts the write deadlines set on it.
+type deadlineConn struct {
+	net.Conn
+	set []time.Time
+}
+
+func (c *deadlineConn) SetWriteDeadline(t time.Time) error {
+	c.set = append(c.set, t)
+	return nil
+}
+
+// A stream moves its connection's write deadline at most deadlineSteps
+// times per idle period, and not on the way to the first byte when the
+// response's own deadline (set by fasthttp for the route) is known to be
+// far enough ahead; every move puts it idle+idle/deadlineSteps ahead.
+func TestAudioStreamSlidingDeadline(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		idle  time.Duration
+		set   time.Time // when the response's deadline was set
+		moves int       // over three pieces read one by one
+	}{
+		{"route deadline fresh: no move", time.Hour, time.Now(), 0},
+		{"route deadline unknown: the first piece moves it", time.Hour, time.Time{}, 1},
+		{"route deadline old: the first piece moves it", time.Hour, time.Now().Add(-time.Hour), 1},
+		{"a period under the clock's step: every piece moves it", time.Nanosecond, time.Now(), 3},
+		{"no idle bound: never moved", 0, time.Time{}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := &deadlineConn{}
+			st := &audioStream{ch: make(chan []byte, 4), free: make(chan []byte, 4),
+				gone: make(chan struct{}), first: make(chan struct{})}
+			st.slidingDeadline(conn, tt.idle, tt.set)
+			p := make([]byte, 4096)
+			for range 3 {
+				st.ch <- []byte("piece")
+				before, moved := time.Now(), len(conn.set)
+				if _, err := st.Read(p); err != nil {
+					t.Fatal(err)
+				}
+				if n := len(conn.set); n > moved && conn.set[n-1].Before(before.Add(tt.idle+tt.idle/deadlineSteps)) {
+					t.Fatalf("deadline %v, want at least idle+idle/%d after the Read", conn.set[n-1].Sub(before), deadlineSteps)
+				}
+			}
+			if len(conn.set) != tt.moves {
+				t.Fatalf("%d moves, want %d", len(conn.set), tt.moves)
+			}
+		})
 	}
 }

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,17 +12,6 @@ import (
 	"voicesvc/control"
 	"voicesvc/web"
 )
-
-// appendString must agree with encoding/json on every string.
-func TestAppendStringMatchesEncodingJSON(t *testing.T) {
-	for _, s := range []string{"", "plain", `q"b\s`, "tab\t nl\n cr\r", "\x00\x1f", "<a&b>", "é ü 日本",
-		"\u2028\u2029", "bad \xff utf8", "emoji 🎙"} {
-		want, _ := json.Marshal(s)
-		if got := appendString(nil, s); string(got) != string(want) {
-			t.Errorf("appendString(%q) = %s, want %s", s, got, want)
-		}
-	}
-}
 
 func TestFlatBody(t *testing.T) {
 	e := control.Errorf(control.EQuotaExhausted, "x")
@@ -67,7 +55,7 @@ func TestRequestConfig(t *testing.T) {
 	}{
 		{APIRoot + "/voices", 256 << 10, false, false},
 		// Uploads: fasthttp reads one byte before the handler, which
-		// authenticates, then streams the body (upload.go).
+		// authenticates, then streams the body (uploadbody.go).
 		{APIRoot + "/voices/clone", 1, true, false},
 		{APIRoot + "/voices/0123456789abcdef01234567/enroll?x=1", 1, true, false},
 		{APIRoot + "/voices/0123456789abcdef01234567/stream", 256 << 10, false, true},

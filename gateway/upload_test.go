@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // newConfigServer is newTestServer with a Config of the test's own.
@@ -146,8 +147,8 @@ func holdUpload(t *testing.T, ts *testServer, held int) net.Conn {
 	fmt.Fprintf(conn, "POST %s/voices/clone HTTP/1.1\r\nHost: x\r\nX-API-Key: %s\r\nContent-Type: %s\r\nContent-Length: %d\r\n\r\n",
 		APIRoot, ts.key, ct, len(body))
 	conn.Write(body[:32<<10])
-	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == held }); !ok {
-		t.Fatalf("%d uploads in progress, want %d", len(ts.srv.uploads), held)
+	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.core.UploadsInProgress() == held }); !ok {
+		t.Fatalf("%d uploads in progress, want %d", ts.srv.core.UploadsInProgress(), held)
 	}
 	return conn
 }
@@ -172,8 +173,8 @@ func TestUploadSlots(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
-	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == 0 }); !ok {
-		t.Fatalf("%d upload slots still held", len(ts.srv.uploads))
+	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.core.UploadsInProgress() == 0 }); !ok {
+		t.Fatalf("%d upload slots still held", ts.srv.core.UploadsInProgress())
 	}
 	ts.do("POST", "/voices/clone", ts.key, body, "Content-Type", ct).data(t, 202)
 	if n := openUploadFiles(t); n != 0 {
@@ -194,8 +195,8 @@ func TestUploadStalled(t *testing.T) {
 	if resp.StatusCode != 400 || !strings.Contains(string(b), "timed out") || !resp.Close {
 		t.Fatalf("stalled upload: %d %s (close %v)", resp.StatusCode, b, resp.Close)
 	}
-	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == 0 }); !ok {
-		t.Fatalf("%d upload slots still held", len(ts.srv.uploads))
+	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.core.UploadsInProgress() == 0 }); !ok {
+		t.Fatalf("%d upload slots still held", ts.srv.core.UploadsInProgress())
 	}
 	if n := openUploadFiles(t); n != 0 {
 		t.Fatalf("%d upload files still open", n)
@@ -225,7 +226,7 @@ func openUploadFiles(t *testing.T) int {
 func TestUploadStreamsToStore(t *testing.T) {
 	ts := newTestServer(t, "")
 	for _, chunked := range []bool{false, true} {
-		ct, body := cloneForm(maxClipBytes, "big")
+		ct, body := cloneForm(synth.MaxClipBytes, "big")
 		req, _ := http.NewRequest("POST", ts.base+APIRoot+"/voices/clone", bytes.NewReader(body))
 		if chunked {
 			req, _ = http.NewRequest("POST", ts.base+APIRoot+"/voices/clone", io.MultiReader(bytes.NewReader(body)))
@@ -247,11 +248,11 @@ func TestUploadStreamsToStore(t *testing.T) {
 		if err != nil || claimed == nil || claimed.ID != job {
 			t.Fatalf("claim: %+v, %v; want job %s", claimed, err, job)
 		}
-		if len(clip.Data) != maxClipBytes || !bytes.HasPrefix(clip.Data, []byte("RIFF")) || clip.Filename != "a.wav" {
+		if len(clip.Data) != synth.MaxClipBytes || !bytes.HasPrefix(clip.Data, []byte("RIFF")) || clip.Filename != "a.wav" {
 			t.Fatalf("chunked=%v: stored clip of %d bytes (%q)", chunked, len(clip.Data), clip.Filename)
 		}
 	}
-	ct, body := cloneForm(maxClipBytes+1, "too big")
+	ct, body := cloneForm(synth.MaxClipBytes+1, "too big")
 	ts.do("POST", "/voices/clone", ts.key, body, "Content-Type", ct).failure(t, 400, control.EFileTooLarge)
 }
 

@@ -36,16 +36,8 @@ func TestUploadWorkspaceShare(t *testing.T) {
 	ts.do("POST", "/voices/clone", keyB, body, "Content-Type", ct).failure(t, 429, control.EConcurrencyLimited)
 	// A's share frees with its uploads.
 	a1.Close()
-	if _, ok := waitFor(10*time.Second, func() bool { return len(ts.srv.uploads) == 3 }); !ok {
-		t.Fatalf("%d upload slots held, want 3", len(ts.srv.uploads))
+	if _, ok := waitFor(10*time.Second, func() bool { return ts.srv.core.UploadsInProgress() == 3 }); !ok {
+		t.Fatalf("%d upload slots held, want 3", ts.srv.core.UploadsInProgress())
 	}
 	ts.do("POST", "/voices/clone", keyA, body, "Content-Type", ct).data(t, 202)
-}
-
-func TestUploadShareSize(t *testing.T) {
-	for slots, want := range map[int]int{1: 1, 2: 2, 4: 2, 8: 2, 9: 2, 12: 3, 64: 16} {
-		if got := uploadShare(slots); got != want {
-			t.Errorf("uploadShare(%d) = %d, want %d", slots, got, want)
-		}
-	}
 }

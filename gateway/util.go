@@ -1,9 +1,19 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
+	"time"
 	"unsafe"
 )
+
+// storeTimeout bounds one store call the server makes itself (sessions,
+// idempotency, the dashboard).
+const storeTimeout = 10 * time.Second
+
+func storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), storeTimeout)
+}
 
 // b2s views b as a string without copying; the string must not outlive b
 // or be kept past the request b belongs to.
@@ -42,7 +52,4 @@ func statusText(code int) string {
 	return strconv.Itoa(code)
 }
 
-var (
-	hdrCacheControl   = []byte("Cache-Control")
-	hdrIdempotencyKey = []byte("Idempotency-Key")
-)
+var hdrIdempotencyKey = []byte("Idempotency-Key")

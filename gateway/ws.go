@@ -94,7 +94,7 @@ func (s *Server) wsInit() {
 			// connection is hijacked and the caller closes it.
 			Error: func(http.ResponseWriter, *http.Request, int, error) {},
 		},
-		reg:    sessions.NewRegistry(s.keyRevoked),
+		reg:    sessions.NewRegistry(s.core.KeyRevoked),
 		ctx:    ctx,
 		cancel: cancel,
 	}

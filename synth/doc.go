@@ -15,6 +15,11 @@
 //     the Admission that frees them and refunds;
 //   - the job (job.go, prepare.go, engine.go, run.go): engine choice,
 //     language and settings, the codec pipeline, Run into a Sink, Finish;
+//   - the resources' rules, for every protocol that serves them: voice
+//     fields and the voices resource (voicefields.go, voices.go), uploads,
+//     clips and enrollment (enroll.go), access tokens, keys and usage
+//     (grants.go), the dashboard's sign-in and sessions (dashboard.go),
+//     and the change feed that keeps the caches fresh (changes.go);
 //   - the word clock of timestamps (words.go) and SSE framing (sse.go).
 //
 // The order of one synthesis, each step refusing before the next costs

@@ -34,6 +34,11 @@ type Service struct {
 	timeout time.Duration
 	keys    *keyCache
 	billing string // the server's default billing mode
+
+	res       Resources // the resource operations' store (voices.go)
+	uploads   *uploads  // enroll.go
+	mediaDir  string
+	jobQueued func()
 }
 
 // VoiceStore is where voices are read on a cache miss.
@@ -94,6 +99,13 @@ type Deps struct {
 	// billing mode, which a workspace may override.
 	Keys    KeyCacheConfig
 	Billing string
+	// MaxUploads caps the uploads being received or stored at once
+	// (AdmitUpload; 0: 64). MediaDir holds the clone previews (Media);
+	// JobQueued is called after an enroll or clone stored a job, so that
+	// the job runner claims it without waiting for its poll; nil: none.
+	MaxUploads int
+	MediaDir   string
+	JobQueued  func()
 }
 
 // DefaultStoreTimeout bounds one store round trip of the core.
@@ -103,7 +115,8 @@ const DefaultStoreTimeout = 5 * time.Second
 func NewService(d Deps) (*Service, error) {
 	s := &Service{store: d.Store, voices: d.Voices, engines: d.Engines, builtin: d.Engine,
 		limiter: d.Limiter, meter: d.Meter, hooks: d.Hooks, log: d.Logger, timeout: d.StoreTimeout,
-		billing: d.Billing}
+		billing: d.Billing, uploads: newUploads(d.MaxUploads), mediaDir: d.MediaDir, jobQueued: d.JobQueued}
+	s.res, _ = d.Store.(Resources) // the server's store; fakes may have none
 	if s.billing == "" {
 		s.billing = control.BillingEnforce
 	}

@@ -1,8 +1,11 @@
 package web
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/valyala/bytebufferpool"
 
 	"voicesvc/control"
 	"voicesvc/jsonw"
@@ -90,6 +93,35 @@ func AppendEnvelopeError(b []byte, ctx *fasthttp.RequestCtx, e *control.Error, s
 	b = append(b, `,"request_id":`...)
 	b = jsonw.AppendString(b, string(RequestID(ctx)))
 	return append(b, '}')
+}
+
+// WriteData answers with the native success envelope of
+// docs/api.md#envelope, {"status": N, "data": ..., "error": false}, whose
+// data appendData writes (JSON appended by hand, or Marshal).
+func WriteData(ctx *fasthttp.RequestCtx, status int, appendData func([]byte) []byte) {
+	buf := bytebufferpool.Get()
+	b := append(buf.B[:0], `{"status":`...)
+	b = strconv.AppendInt(b, int64(status), 10)
+	b = append(b, `,"data":`...)
+	b = appendData(b)
+	b = append(b, `,"error":false}`...)
+	ctx.SetStatusCode(status)
+	ctx.Response.Header.SetContentType("application/json")
+	ctx.Response.SetBody(b)
+	buf.B = b
+	bytebufferpool.Put(buf)
+}
+
+// Marshal appends v with encoding/json, for data that is neither frequent
+// nor large. Only unsupported types fail: a programming error, never input.
+func Marshal(v any) func([]byte) []byte {
+	return func(b []byte) []byte {
+		out, err := json.Marshal(v)
+		if err != nil {
+			panic("web: cannot marshal data: " + err.Error())
+		}
+		return append(b, out...)
+	}
 }
 
 // AppendFlat writes {"error": code, "feature"?, "unit"?, "limit"?, "used"?}.

@@ -48,20 +48,33 @@ const (
 	// BearerKeys: also `Authorization: Bearer vsk_...` API keys, and no
 	// cookie (third-party clients send their key so).
 	BearerKeys
+	// SessionOnly: the dashboard's session cookie alone; a key or a token
+	// is 403 (key management).
+	SessionOnly
 )
 
 // Route is one route of a protocol.
 type Route struct {
 	Method string
 	// Path is under the API root ("/voices/{id}/speak"); with Root, at the
-	// host's root instead.
+	// host's root instead. A route without Scope takes no credentials.
 	Path  string
 	Root  bool
 	Scope string // control.Scope*
+	// CORS: a Root route answers with CORS headers (API routes always
+	// do). Name labels its metrics and logs; "": "METHOD PATH".
+	CORS  bool
+	Name  string
 	Creds Creds
 	// Idempotent: an Idempotency-Key replays the first answer (the
 	// handler must then answer with a whole body, not a stream).
 	Idempotent bool
+	// Upload: the body is not read before the handler, which reads it
+	// with Host.UploadBody (the server's upload size and time limits).
+	// Fingerprint then hashes it for Idempotent: it may read the body
+	// itself, once per request, and keep what it read for the handler.
+	Upload      bool
+	Fingerprint func(ctx *fasthttp.RequestCtx, p *control.Principal) ([]byte, error)
 	// Streams: the answer is written while audio is generated, for longer
 	// than the server's write timeout (each write is bounded instead).
 	Streams bool
@@ -133,6 +146,21 @@ type Host interface {
 	// AllowRequest counts a request that a protocol authenticated itself
 	// (Route.Auth does this for routes).
 	AllowRequest(ctx *fasthttp.RequestCtx, p *control.Principal) error
+	// Session is the dashboard's live session of the request's cookie
+	// (SessionCookie; 401 without one); SameOrigin reports that the
+	// request's Origin is the service's own; SetSessionCookie hands the
+	// browser its session secret ("": forget it) until expires.
+	Session(ctx *fasthttp.RequestCtx) (*control.DashboardSession, error)
+	SameOrigin(ctx *fasthttp.RequestCtx) bool
+	SetSessionCookie(ctx *fasthttp.RequestCtx, secret string, expires int64)
+
+	// UploadBody is the body of an Upload route, read as it arrives: an
+	// announced or actual size over the server's upload limit is 413 and
+	// a body that stops arriving is 400 (both *control.Error, from the
+	// reader's Read too). Reading it to its end leaves the connection at
+	// the next request; otherwise it is closed after the answer.
+	UploadBody(ctx *fasthttp.RequestCtx) (io.Reader, error)
+
 	// Upgrade answers a WebSocket handshake of p (authenticated, within its
 	// request rate): it checks the handshake, admits the session with the
 	// core (engine, balance, session slot, streaming feature, stream slot,
@@ -196,6 +224,9 @@ type SessionEnv struct {
 	// Observer follows its contexts: the server's metrics and spans.
 	Observer sessions.ContextObserver
 }
+
+// SessionCookie is the name of the dashboard's session cookie.
+const SessionCookie = "voicesvc_session"
 
 // ErrClientGone is a Stream's answer once its client has gone.
 var ErrClientGone = errors.New("web: client gone")

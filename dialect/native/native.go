@@ -1,8 +1,11 @@
 // Package native is voicesvc's own protocol (docs/api.md, docs/realtime.md):
-// speak (one audio file), server-sent events, and the realtime WebSocket.
-// It only translates: bodies are parsed with the core's rules
-// (synth.ParseSpeak, ParseStream), the core decides voices, access, limits
-// and billing, and the host (package gateway) streams the answer. The
+// speak (one audio file), server-sent events, the realtime WebSocket, and
+// the resources (voices and their aliases, jobs, enroll and clone, tokens,
+// keys, usage, media previews, the dashboard's pages, /docs/). It only
+// translates: bodies are decoded here and checked with the core's rules
+// (synth.ParseSpeak, ParseStream, VoiceCreate, CheckClip, ...), the core
+// decides voices, access, limits and billing, and the host (package
+// gateway) authenticates, bounds the bodies and streams the answer. The
 // WebSocket's sessions are package sessions.
 package native
 
@@ -24,6 +27,9 @@ type Config struct {
 	SSEChunk time.Duration
 	// Session configures the realtime sessions.
 	Session sessions.Config
+	// UploadDir holds the uploads' temporary files (unlinked at once, so
+	// nothing stays there); "": the system's temporary directory.
+	UploadDir string
 }
 
 // Protocol is the native protocol's routes.
@@ -48,8 +54,9 @@ func (*Protocol) AppendError(b []byte, ctx *fasthttp.RequestCtx, e *control.Erro
 	return web.AppendEnvelopeError(b, ctx, e, status)
 }
 
-// Register adds speak, SSE and the WebSocket. Access tokens work on all
-// three; speak takes an Idempotency-Key.
+// Register adds speak, SSE and the WebSocket (access tokens work on all
+// three; speak takes an Idempotency-Key), and the resources: voices and
+// their aliases, jobs, enroll and clone, tokens, keys, usage, media.
 func (n *Protocol) Register(h web.Host) {
 	n.h = h
 	n.speak, n.sse = h.Series(telemetry.Speak), h.Series(telemetry.SSE)
@@ -58,6 +65,11 @@ func (n *Protocol) Register(h web.Host) {
 	h.Handle(web.Route{Method: "POST", Path: "/voices/{id}/stream", Scope: control.ScopeTTS, Creds: web.Tokens,
 		Streams: true}, n.stream)
 	n.registerWebSocket(h)
+	n.registerVoices(h)
+	n.registerClone(h)
+	n.registerKeys(h)
+	n.registerDashboard(h)
+	n.registerDocs(h)
 }
 
 // pathID is the {id} of the route: a voice id or name. It points into

@@ -1,16 +1,14 @@
-package gateway
+package native
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
-	"reflect"
 	"strings"
 
-	"github.com/valyala/fasthttp"
-
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 // fieldCodes maps a JSON field (dotted path as encoding/json reports it,
@@ -31,21 +29,13 @@ func (f fieldCodes) code(field string) string {
 	return control.EInvalidRequest
 }
 
-// decodeJSON reads the request body into dst, a pointer to a struct. The
-// rules of docs/api.md: unknown fields are ignored; malformed JSON is 400
-// invalid_json; a value of the wrong type (a string where a number is
+// decodeBody reads a JSON request body into dst, a pointer to a struct.
+// The rules of docs/api.md: unknown fields are ignored; malformed JSON is
+// 400 invalid_json; a value of the wrong type (a string where a number is
 // required) is 400 with the code codes gives its field; a body that is not
 // one JSON object is 400 invalid_request. An empty body decodes as {}.
-// The body size was capped before the body was read (Server.requestConfig);
-// max repeats the check for handlers served outside that server.
-func decodeJSON(ctx *fasthttp.RequestCtx, max int, dst any, codes fieldCodes) error {
-	return decodeBody(ctx.Request.Body(), max, dst, codes)
-}
-
-func decodeBody(body []byte, max int, dst any, codes fieldCodes) error {
-	if max > 0 && len(body) > max {
-		return control.Errorf(control.EPayloadTooLarge, "request body too large")
-	}
+// The server bounded the body before the handler ran.
+func decodeBody(body []byte, dst any, codes fieldCodes) error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
 		return nil
@@ -74,39 +64,11 @@ func jsonError(err error, codes fieldCodes) error {
 		if field == "" {
 			return control.Errorf(control.EInvalidRequest, "request body must be a JSON object")
 		}
-		return control.Errorf(codes.code(field), "%s: expected %s, got %s", field, kindName(te.Type), te.Value)
-	}
-	var fe *fieldError
-	if errors.As(err, &fe) {
-		return control.Errorf(codes.code(fe.field), "%s: %s", fe.field, fe.msg)
+		return control.Errorf(codes.code(field), "%s: expected %s, got %s", field, synth.KindName(te.Type), te.Value)
 	}
 	var ce *control.Error
 	if errors.As(err, &ce) {
 		return ce
 	}
 	return control.Errorf(control.EInvalidJSON, "request body is not valid JSON")
-}
-
-// fieldError is returned by custom UnmarshalJSON methods to name the field
-// whose value was refused.
-type fieldError struct{ field, msg string }
-
-func (e *fieldError) Error() string { return e.field + ": " + e.msg }
-
-func kindName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.Float64, reflect.Float32, reflect.Int, reflect.Int64, reflect.Int32,
-		reflect.Uint, reflect.Uint64, reflect.Uint32:
-		return "a number"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.String:
-		return "a string"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	}
-	return "an object"
 }

@@ -1,54 +1,59 @@
-package gateway
+package native
 
 import (
 	"math"
 	"strconv"
 
 	"voicesvc/control"
+	"voicesvc/jsonw"
+	"voicesvc/synth"
+	"voicesvc/web"
 )
 
-// The voice and job JSON of docs/api.md#voice-object, #job-object, written by hand: GET
-// /voices/{id} is a hot path and reflection would cost more than the rest
-// of the request. Only the listed fields are written; a voice never shows
-// created_by, metadata, deleted_at, its profile or its consent record.
+// The voice and job JSON of docs/api.md#voice-object, #job-object, written
+// by hand: GET /voices/{id} is a hot path and reflection would cost more
+// than the rest of the request. Only the listed fields are written; a
+// voice never shows created_by, metadata, deleted_at, its profile or its
+// consent record.
 
-// voiceData is the payload {"voice": <voice>}, with the workspace's own
-// names for it.
-type voiceData struct {
-	v       *control.Voice
-	aliases []string
+func appendString(b []byte, s string) []byte { return jsonw.AppendString(b, s) }
+
+// appendKey appends `,"name":` (or `"name":` as the first field).
+func appendKey(b []byte, first bool, name string) []byte {
+	if !first {
+		b = append(b, ',')
+	}
+	b = append(b, '"')
+	b = append(b, name...)
+	return append(b, '"', ':')
 }
 
-func (d *voiceData) appendJSON(b []byte) []byte {
-	b = append(b, `{"voice":`...)
-	b = appendVoice(b, d.v, d.aliases)
-	return append(b, '}')
+// voiceData writes {"voice": <voice>}, with the workspace's own names for it.
+func voiceData(v *control.Voice, aliases []string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		b = append(b, `{"voice":`...)
+		b = appendVoice(b, v, aliases)
+		return append(b, '}')
+	}
 }
 
-// voiceList is the payload of GET /voices.
-type voiceList struct {
-	voices         []*control.Voice
-	aliases        map[string][]string // the workspace's, by voice id
-	page, pageSize int
-	total          int
-}
-
-func (l *voiceList) appendJSON(b []byte) []byte {
+// appendVoicePage writes the data of GET /voices.
+func appendVoicePage(b []byte, l *synth.VoicePage) []byte {
 	b = append(b, `{"voices":[`...)
-	for i, v := range l.voices {
+	for i, v := range l.Voices {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendVoice(b, v, l.aliases[v.ID])
+		b = appendVoice(b, v, l.Aliases[v.ID])
 	}
 	b = append(b, `],"page":`...)
-	b = strconv.AppendInt(b, int64(l.page), 10)
+	b = strconv.AppendInt(b, int64(l.Page), 10)
 	b = append(b, `,"page_size":`...)
-	b = strconv.AppendInt(b, int64(l.pageSize), 10)
+	b = strconv.AppendInt(b, int64(l.PageSize), 10)
 	b = append(b, `,"total":`...)
-	b = strconv.AppendInt(b, int64(l.total), 10)
+	b = strconv.AppendInt(b, int64(l.Total), 10)
 	b = append(b, `,"has_more":`...)
-	b = strconv.AppendBool(b, l.page*l.pageSize < l.total)
+	b = strconv.AppendBool(b, l.Page*l.PageSize < l.Total)
 	return append(b, '}')
 }
 
@@ -83,7 +88,7 @@ func appendVoice(b []byte, v *control.Voice, aliases []string) []byte {
 		b = append(b, '}')
 	}
 	b = append(b, ']')
-	if v.Settings != nil && !settingsEmpty(v.Settings) {
+	if v.Settings != nil && !synth.SettingsEmpty(v.Settings) {
 		b = append(b, `,"settings":`...)
 		b = appendSettings(b, v.Settings)
 	}
@@ -99,7 +104,7 @@ func appendVoice(b []byte, v *control.Voice, aliases []string) []byte {
 		b = append(b, `,"alias":`...)
 		b = appendString(b, v.Alias)
 	}
-	b = appendAliases(append(b, `,"workspace_aliases":`...), aliases)
+	b = appendNames(append(b, `,"workspace_aliases":`...), aliases)
 	b = append(b, `,"org_id":`...)
 	b = appendString(b, v.OrgID)
 	b = append(b, `,"created_at":`...)
@@ -138,7 +143,7 @@ func appendSettings(b []byte, st *control.VoiceSettings) []byte {
 	}
 	if len(st.EngineParams) > 0 {
 		b = appendKey(b, first, "engine_params")
-		b = jsonValue{st.EngineParams}.appendJSON(b)
+		b = web.Marshal(st.EngineParams)(b)
 	}
 	return append(b, '}')
 }
@@ -156,10 +161,8 @@ func appendFloat(b []byte, f float64) []byte {
 	return strconv.AppendFloat(b, f, format, -1, 64)
 }
 
-// jobData is the Job of docs/api.md#job-object, as the data itself (docs/api.md).
-type jobData control.Job
-
-func (j *jobData) appendJSON(b []byte) []byte {
+// appendJob writes the Job of docs/api.md#job-object.
+func appendJob(b []byte, j *control.Job) []byte {
 	b = append(b, `{"id":`...)
 	b = appendString(b, j.ID)
 	b = append(b, `,"voice_id":`...)
@@ -182,19 +185,10 @@ func (j *jobData) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-// deletedData is the payload of DELETE /voices/{id}.
-type deletedData struct{ id string }
-
-func (d *deletedData) appendJSON(b []byte) []byte {
-	b = append(b, `{"id":`...)
-	b = appendString(b, d.id)
-	return append(b, `,"deleted":true}`...)
-}
-
-// appendAliases writes a JSON array of names ([] for none).
-func appendAliases(b []byte, aliases []string) []byte {
+// appendNames writes a JSON array of names ([] for none).
+func appendNames(b []byte, names []string) []byte {
 	b = append(b, '[')
-	for i, a := range aliases {
+	for i, a := range names {
 		if i > 0 {
 			b = append(b, ',')
 		}
@@ -203,15 +197,12 @@ func appendAliases(b []byte, aliases []string) []byte {
 	return append(b, ']')
 }
 
-// aliasData is the payload of GET and PUT /voices/{id}/aliases.
-type aliasData struct {
-	voiceID string
-	aliases []string
-}
-
-func (d *aliasData) appendJSON(b []byte) []byte {
-	b = append(b, `{"voice_id":`...)
-	b = appendString(b, d.voiceID)
-	b = append(b, `,"aliases":`...)
-	return append(appendAliases(b, d.aliases), '}')
+// aliasData writes the data of GET and PUT /voices/{id}/aliases.
+func aliasData(voiceID string, aliases []string) func([]byte) []byte {
+	return func(b []byte) []byte {
+		b = append(b, `{"voice_id":`...)
+		b = appendString(b, voiceID)
+		b = append(b, `,"aliases":`...)
+		return append(appendNames(b, aliases), '}')
+	}
 }
