@@ -46,6 +46,10 @@ test-e2e: build
 	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
+	@# The Cartesia dialect's official clients, in a folder of their own (LiveKit's plugin pins its agents).
+	@if [ -f e2e/cartesia/package.json ]; then \
+	  cd e2e/cartesia && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
 	@if [ -f e2e/deepgram/package.json ]; then \
 	  cd e2e/deepgram && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi

@@ -20,7 +20,7 @@ import (
 // {api_root}/compat/deepgram): one socket per stream, dialed before the
 // level, each operation a Speak of the text and a Flush, timed from the
 // Speak to the first binary frame (TTFB) and to the Flushed. --voice is the
-// model, --key the key (sent as `Authorization: Token`). With --via, a
+// model, --key the key (sent as `Authorization: Token`). With --native, a
 // voicesvc server's base URL (scheme://host:port), the same client also
 // runs voicesvc's native WebSocket there (one context a session, the whole
 // text in task_start) level by level and round by round in turn, and the
@@ -29,7 +29,7 @@ import (
 // Scenario names of the deepgram target's results.
 const (
 	scenarioDeepgram       = "deepgram"        // --base
-	scenarioDeepgramNative = "deepgram-native" // --via's native ws
+	scenarioDeepgramNative = "deepgram-native" // --native's ws
 )
 
 // deepgramScenario runs one Speak + Flush per operation on the slot's
@@ -171,22 +171,15 @@ func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
 	}
 	sides := []side{{scenarioDeepgram, newDeepgramScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
 		pickProcSource(o.BaseURL, o.ServerPID)}}
-	if o.Via != "" {
-		key, voice := o.ViaKey, o.ViaVoice
-		if key == "" {
-			key = o.APIKey
-		}
-		if voice == "" {
-			voice = o.Voice
-		}
+	if o.Native != "" {
 		client := newHTTPClient(4)
 		defer client.CloseIdleConnections()
-		t := &target{base: o.Via, apiRoot: o.Via + apiPath, key: key, client: client, text: o.Text,
+		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey, client: client, text: o.Text,
 			format: "s16le", sampleRate: o.SampleRate}
-		if err := t.resolveVoice(ctx, voice); err != nil {
+		if err := t.resolveVoice(ctx, o.Voice); err != nil {
 			return nil, err
 		}
-		sides = append([]side{{scenarioDeepgramNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Via, o.ViaPID)}}, sides...)
+		sides = append([]side{{scenarioDeepgramNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)}}, sides...)
 	}
 	rounds := max(o.Rounds, 1)
 	run := &Run{
@@ -228,7 +221,7 @@ func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
 // level: what the Deepgram socket adds to the native WebSocket's TTFB
 // (GatewayAdded's Direct is the native side, Via the Deepgram one).
 func DeepgramAddedOf(run *Run) []GatewayAdded {
-	return pairAdded(run, scenarioDeepgramNative, scenarioDeepgram)
+	return addedOf(run, scenarioDeepgramNative, scenarioDeepgram)
 }
 
 // WriteDeepgramAdded writes the table of DeepgramAddedOf; nothing

@@ -156,7 +156,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid, and --duration, --warmup, --sweep, --capacity when given")
-	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional; or deepgram: Deepgram's speak socket at --base (https://api.deepgram.com, or voicesvc's .../compat/deepgram), --voice the model, --key sent as Authorization: Token; with --via a voicesvc base URL, its native WebSocket measured in turn")
+	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional; or cartesia: Cartesia's realtime socket at the Cartesia base URL --base (https://api.cartesia.ai, or a voicesvc's .../compat/cartesia; {base}/tts/websocket), --voice a voice id, --key sent as X-API-Key; or deepgram: Deepgram's speak socket at the Deepgram base URL --base (https://api.deepgram.com, or a voicesvc's .../compat/deepgram; {base}/v1/speak), --voice the model, --key sent as Authorization: Token")
+	fs.StringVar(&o.Native, "native", "", "cartesia and deepgram: a voicesvc base URL (the server behind --base) whose native WebSocket is measured in turn with --base, round by round; the report adds what the dialect adds to the time to first audio byte")
 	fs.StringVar(&o.Model, "model", "", "openai: the model sent (default tts-1)")
 	fs.StringVar(&o.Via, "via", "", "openai: a second OpenAI-compatible base URL (e.g. a voicesvc's .../compat in front of --base), measured in turn with --base; the report adds what it adds to the time to first audio byte")
 	fs.StringVar(&o.ViaKey, "via-key", "", "openai: the key for --via")
@@ -197,11 +198,11 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	switch {
 	case o.overload < 0 || o.overload > 20000:
 		return o, "", false, fmt.Errorf("--overload %d: want 1-20000 streams", o.overload)
-	case o.overload > 0 && (o.baseline || o.Target == "openai" || o.Target == "deepgram"):
+	case o.overload > 0 && (o.baseline || o.Target != "voicesvc" && o.Target != ""):
 		return o, "", false, fmt.Errorf("--overload applies to --target voicesvc, alone or with --suite")
 	}
 	o.Scenarios = splitList(*scn)
-	if o.Rounds == 0 && (o.Via != "" || o.baseline) {
+	if o.Rounds == 0 && (o.Via != "" || o.Native != "" || o.baseline) {
 		o.Rounds = 3
 	}
 	for _, s := range splitList(*sweep) {
@@ -214,7 +215,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	if o.APIKey == "" && o.Target != "openai" {
 		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
 	}
-	if (o.Target == "openai" || o.Target == "deepgram") && (*suite || o.baseline) {
+	if (o.Target == "openai" || o.Target == "cartesia" || o.Target == "deepgram") && (*suite || o.baseline) {
 		return o, "", false, fmt.Errorf("--suite and --baseline apply to --target voicesvc")
 	}
 	if !*quiet {

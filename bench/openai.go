@@ -147,13 +147,16 @@ type GatewayAdded struct {
 }
 
 // GatewayAddedOf pairs the openai and openai-via results of a run.
-func GatewayAddedOf(run *Run) []GatewayAdded {
-	return pairAdded(run, scenarioOpenAI, scenarioOpenAIVia)
+func GatewayAddedOf(run *Run) []GatewayAdded { return addedOf(run, scenarioOpenAI, scenarioOpenAIVia) }
+
+// DialectAddedOf pairs a cartesia run's native WebSocket (direct) and
+// Cartesia socket (via) results: what the dialect adds.
+func DialectAddedOf(run *Run) []GatewayAdded {
+	return addedOf(run, scenarioCartesiaNative, scenarioCartesia)
 }
 
-// pairAdded pairs the results of scenarios direct and via level by level:
-// what via adds to direct.
-func pairAdded(run *Run, direct, via string) []GatewayAdded {
+// addedOf pairs the results of scenarios direct and via, level by level.
+func addedOf(run *Run, direct, via string) []GatewayAdded {
 	byLevel := map[int]*struct{ d, v []*Result }{}
 	var levels []int
 	for _, r := range run.Results {
@@ -218,14 +221,19 @@ func medianOf(rs []*Result, f func(*Result) float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// WriteGatewayAdded writes the table of GatewayAddedOf; nothing without
-// --via results.
+// WriteGatewayAdded writes the table of GatewayAddedOf, or of
+// DialectAddedOf; nothing without --via or --native results.
 func WriteGatewayAdded(w io.Writer, run *Run) {
 	rows := GatewayAddedOf(run)
+	title := "Time to first audio byte, direct (--base) and through --via"
+	if len(rows) == 0 {
+		rows = DialectAddedOf(run)
+		title = "Time to first audio byte, the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"
+	}
 	if len(rows) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "\nTime to first audio byte, direct (--base) and through --via: medians over %d round(s)\n\n", rows[0].Rounds)
+	fmt.Fprintf(w, "\n%s: medians over %d round(s)\n\n", title, rows[0].Rounds)
 	fmt.Fprintf(w, "| streams | direct p50 | via p50 | added p50 | direct p99 | via p99 | added p99 | via CPU s / audio s | errors direct/via |\n")
 	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, a := range rows {

@@ -36,3 +36,25 @@ func TestGatewayAdded(t *testing.T) {
 		t.Fatalf("summary:\n%s", b.String())
 	}
 }
+
+// DialectAddedOf pairs a cartesia run's native (direct) and Cartesia (via)
+// results; the summary checks the 0.05 ms target at each level.
+func TestDialectAdded(t *testing.T) {
+	res := func(scn string, c int, p50 float64) *Result {
+		return &Result{Scenario: scn, Mode: "closed", Concurrency: c, TTFB: Dist{N: 100, P50: p50, P99: 2 * p50}, AudioSeconds: 10}
+	}
+	run := &Run{Engine: "cartesia", Results: []*Result{
+		res(scenarioCartesia, 1, 0.52), res(scenarioCartesiaNative, 1, 0.50),
+		res(scenarioCartesia, 64, 0.90), res(scenarioCartesiaNative, 64, 0.70),
+	}}
+	got := DialectAddedOf(run)
+	if len(got) != 2 || math.Abs(got[0].AddedP50-0.02) > 1e-9 || math.Abs(got[1].AddedP50-0.2) > 1e-9 {
+		t.Fatalf("%+v", got)
+	}
+	var b bytes.Buffer
+	WriteSummary(&b, []*Run{run}, []string{"cartesia"})
+	if !strings.Contains(b.String(), "at 1 streams | medians of 1 rounds: native p50 0.500, cartesia p50 0.520 (added +0.020)") ||
+		!strings.Contains(b.String(), "| yes |") || !strings.Contains(b.String(), "| **no** |") {
+		t.Fatalf("summary:\n%s", b.String())
+	}
+}

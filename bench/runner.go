@@ -55,6 +55,9 @@ type Options struct {
 	ViaVoice string // default: Voice
 	ViaPID   int
 	Rounds   int
+	// Native (targets cartesia, deepgram): a voicesvc base URL whose native
+	// WebSocket is measured in turn with the Cartesia socket at BaseURL.
+	Native string
 
 	setFlags map[string]bool // flags given on the command line (Main only)
 	baseline bool            // --baseline (Main only)
@@ -89,7 +92,7 @@ func (o *Options) defaults() error {
 	case "", "voicesvc":
 		o.Target = "voicesvc"
 		if o.Via != "" {
-			return fmt.Errorf("--via applies to --target openai and deepgram")
+			return fmt.Errorf("--via applies to --target openai")
 		}
 	case "openai":
 		o.Scenarios = []string{scenarioOpenAI}
@@ -99,14 +102,26 @@ func (o *Options) defaults() error {
 		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
 			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
 		}
+	case "cartesia":
+		o.Scenarios = []string{scenarioCartesia}
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
+		}
+		o.Native = strings.TrimRight(o.Native, "/")
+		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
+			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
+		}
 	case "deepgram":
 		o.Scenarios = []string{scenarioDeepgram}
-		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
-			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
 		}
-		o.Via = strings.TrimRight(o.Via, "/")
+		o.Native = strings.TrimRight(o.Native, "/")
+		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
+			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
+		}
 	default:
-		return fmt.Errorf("--target %q: want voicesvc, openai or deepgram", o.Target)
+		return fmt.Errorf("--target %q: want voicesvc, openai, cartesia or deepgram", o.Target)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
@@ -172,6 +187,8 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 	switch o.Target {
 	case "openai":
 		return executeOpenAI(ctx, o)
+	case "cartesia":
+		return executeCartesia(ctx, o)
 	case "deepgram":
 		return executeDeepgram(ctx, o)
 	}

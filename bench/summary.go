@@ -21,6 +21,10 @@ const (
 	// add to its time to first audio byte at targetGatewayLevel streams.
 	targetAddedP50Ms = 0.3
 	targetAddedP99Ms = 1.0
+	// What a dialect (the Cartesia socket, --target cartesia --native)
+	// may add to the native WebSocket's first audio byte, p50, at each of
+	// its levels (1 stream and 64 paced listeners).
+	targetDialectAddedP50Ms = 0.05
 	// The overload probe (graceful overload): at its multiples of a
 	// capacity figure, the admitted streams' gap p99, the refusals' p99,
 	// and the audio per second at least this share of what the 1x level
@@ -110,6 +114,10 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 	for _, run := range runs {
 		if run.Engine == "openai" {
 			writeUpstreamTargets(w, run)
+			continue
+		}
+		if run.Engine == "cartesia" {
+			writeDialectTargets(w, run)
 			continue
 		}
 		if run.Engine == "deepgram" {
@@ -320,4 +328,19 @@ func writeUpstreamTargets(w io.Writer, run *Run) {
 		return
 	}
 	fmt.Fprintf(w, "| %s | not run | - |\n", label)
+}
+
+// writeDialectTargets checks what the Cartesia socket adds over the native
+// WebSocket of the same server at each level measured.
+func writeDialectTargets(w io.Writer, run *Run) {
+	rows := DialectAddedOf(run)
+	if len(rows) == 0 {
+		fmt.Fprintf(w, "| cartesia: dialect-added TTFB <= %g ms p50 | not run (no --native) | - |\n", targetDialectAddedP50Ms)
+	}
+	for _, a := range rows {
+		ok := a.AddedP50 <= targetDialectAddedP50Ms && a.DirectErrors+a.ViaErrors == 0
+		fmt.Fprintf(w, "| cartesia: dialect-added TTFB <= %g ms p50 at %d streams | medians of %d rounds: native p50 %.3f, cartesia p50 %.3f (added %+.3f); native p99 %.3f, cartesia p99 %.3f ms; errors %d/%d | %s |\n",
+			targetDialectAddedP50Ms, a.Concurrency, a.Rounds, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99,
+			a.DirectErrors, a.ViaErrors, yesNo(ok))
+	}
 }

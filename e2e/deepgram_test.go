@@ -255,14 +255,14 @@ func TestDeepgramRevocation(t *testing.T) {
 	}
 }
 
-// TestDeepgramBench: `voicesvc bench --target deepgram --via` drives the
+// TestDeepgramBench: `voicesvc bench --target deepgram --native` drives the
 // dialect's socket and the native WebSocket of the same server in turn and
 // reports what the socket adds (counts only: timings are the bench's).
 func TestDeepgramBench(t *testing.T) {
 	srv := harness.Start(t, harness.Options{Args: refArgs(0)})
 	e := newEnv(t, srv, "pro")
 	out, err := exec.Command(harness.Binary(t), "bench", "--target", "deepgram",
-		"--base", srv.API+"/compat/deepgram", "--key", e.key, "--voice", e.voice, "--via", srv.URL,
+		"--base", srv.API+"/compat/deepgram", "--key", e.key, "--voice", e.voice, "--native", srv.URL,
 		"--text", "Thanks for calling.", "--sweep", "1,2", "--requests", "4", "--warmup", "0s", "--rounds", "1",
 		"--quiet", "--out", t.TempDir()).CombinedOutput()
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
+	"voicesvc/dialect/cartesia"
 	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
@@ -294,6 +295,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 		s.protocols = []web.Protocol{
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig(), UploadDir: cfg.UploadDir}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
+			cartesia.New(cartesia.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
 			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
 		}
 	}

@@ -38,6 +38,10 @@
 # (paced: one utterance's ramp + 2.5 s) (baseline/: results.json, report.md
 # and the table of what the gateway adds; about 100 s).
 #
+# Then the Cartesia dialect (BENCH_DIALECT=0 skips it): its socket and the
+# native WebSocket of one server, in turn, at 1 and 64 paced listeners
+# (cartesia/: what the dialect adds to the first audio byte).
+#
 # Environment: BIN (bin/voicesvc), OUT (the output directory),
 # BENCH_DURATION (measured per level, 3s), BENCH_WARMUP (per level, 1s),
 # BENCH_ENGINES ("espeak reference"), BENCH_LEVELS (1,16,64,256),
@@ -199,7 +203,7 @@ fi
 
 # The Deepgram dialect: its speak socket ({api_root}/compat/deepgram) and
 # the native WebSocket of the same server, in turn round after round, at 1
-# stream and 64 paced listeners (`voicesvc bench --target deepgram --via`):
+# stream and 64 paced listeners (`voicesvc bench --target deepgram --native`):
 # what the dialect adds to the time to first audio byte. The reference
 # engine, unpaced, so that the difference is the protocols'.
 if [ "${BENCH_DEEPGRAM:-1}" = 1 ]; then
@@ -208,7 +212,7 @@ if [ "${BENCH_DEEPGRAM:-1}" = 1 ]; then
   key=$(workspace "sqlite://$tmp/deepgram/bench.db")
   echo "== deepgram: $base (pid $server_pid), its Deepgram socket and native WebSocket, levels ${DEEPGRAM_LEVELS:-1,64}"
   "$BIN" bench --target deepgram --base "$base/voice-svc/api/v1/public/compat/deepgram" --key "$key" \
-    --voice "$VOICE_REFERENCE" --via "$base" --server-pid "$server_pid" --text "${DEEPGRAM_TEXT:-Thanks for calling.}" \
+    --voice "$VOICE_REFERENCE" --native "$base" --server-pid "$server_pid" --text "${DEEPGRAM_TEXT:-Thanks for calling.}" \
     --pace --sweep "${DEEPGRAM_LEVELS:-1,64}" --rounds "${DEEPGRAM_ROUNDS:-5}" --duration "$DURATION" --warmup "$WARMUP" \
     --quiet --out "$OUT/deepgram" | tee "$OUT/deepgram/table.txt"
   stop_server
@@ -231,6 +235,26 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
     --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --paced-duration 2500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
   stop_server
   echo "   baseline done at +$(($(date +%s) - t0))s"
+fi
+
+# The Cartesia dialect (BENCH_DIALECT=0 skips it): one reference server,
+# unpaced at nice 10 as the baseline's, its native WebSocket and its
+# Cartesia socket (`voicesvc bench --target cartesia --native`) measured by
+# the same client in turn, DIALECT_ROUNDS (5) rounds at DIALECT_LEVELS
+# (1,64) paced listeners, a context per operation (4 a socket) with the
+# short DIALECT_TEXT: what the dialect adds to the time to first audio byte
+# (cartesia/: results.json, report.md and the table).
+if [ "${BENCH_DIALECT:-1}" = 1 ]; then
+  mkdir -p "$tmp/dialect" "$OUT/cartesia"
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/dialect/bench.db" 0
+  key=$(workspace "sqlite://$tmp/dialect/bench.db")
+  echo "== cartesia: $base (pid $server_pid, reference unpaced), native WebSocket and Cartesia socket, levels ${DIALECT_LEVELS:-1,64}"
+  "$BIN" bench --target cartesia --base "$base/voice-svc/api/v1/public/compat/cartesia" --native "$base" --key "$key" \
+    --voice "$VOICE_REFERENCE" --server-pid "$server_pid" --text "${DIALECT_TEXT:-Thanks for calling.}" --pace \
+    --sweep "${DIALECT_LEVELS:-1,64}" --rounds "${DIALECT_ROUNDS:-5}" --duration "$DURATION" --warmup "$WARMUP" \
+    --quiet --out "$OUT/cartesia" | tee "$OUT/cartesia/table.txt"
+  stop_server
+  echo "   cartesia done at +$(($(date +%s) - t0))s"
 fi
 
 set -- $ENGINES

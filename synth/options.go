@@ -336,3 +336,24 @@ func (r *Rules) formatList() string {
 	}
 	return strings.Join(names, ", ")
 }
+
+// Volume bounds a request's volume, a gain: the voice settings' range
+// (docs/api.md#voice-settings).
+const (
+	MinVolume = 0.0
+	MaxVolume = 2.0
+)
+
+// volume is a gain, MinVolume to MaxVolume, on the protocols that carry
+// one (the Cartesia dialect's generation_config.volume), named param.
+func (r *Rules) volume(o *Options, raw []byte, param string) error {
+	if IsNull(raw) {
+		return nil
+	}
+	v, ok := number(raw)
+	if !ok || v < MinVolume || v > MaxVolume {
+		return fail(control.EInvalidRequest, param, "%s must be a number from %g to %g", param, MinVolume, MaxVolume)
+	}
+	o.Volume = &v
+	return nil
+}

@@ -34,6 +34,7 @@ const (
 const (
 	Native   = "native"
 	OpenAI   = "openai"
+	Cartesia = "cartesia"
 	Deepgram = "deepgram"
 )
 

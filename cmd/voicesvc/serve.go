@@ -14,6 +14,7 @@ import (
 	"voicesvc/cloning"
 	"voicesvc/control"
 	"voicesvc/control/postgres"
+	"voicesvc/dialect/cartesia"
 	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
@@ -118,6 +119,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		Protocols: []web.Protocol{
 			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			openai.New(openai.Config{}),
+			cartesia.New(cartesia.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			deepgram.New(deepgram.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 		},
 	})
