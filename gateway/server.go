@@ -29,6 +29,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/dialect/cartesia"
+	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -301,6 +302,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig(), UploadDir: cfg.UploadDir}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
 			cartesia.New(cartesia.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
+			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
 		}
 	}
 	s.routes()
