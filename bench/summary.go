@@ -120,6 +120,10 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 			writeDialectTargets(w, run)
 			continue
 		}
+		if run.Engine == "deepgram" {
+			writeDeepgramTargets(w, run)
+			continue
+		}
 		if HasBaseline(run) {
 			writeBaselineTargets(w, run)
 			continue

@@ -161,7 +161,7 @@ func probeWSBilling(ctx context.Context, s *Suite) (string, bool) {
 		if err != nil {
 			return err.Error(), false
 		}
-		time.Sleep(500 * time.Millisecond) // refunds land as the context ends
+		time.Sleep(1500 * time.Millisecond) // refunds land as the context ends; servers settle usage every lease sync (0.5 s)
 		used, credits, err := s.Balance(e.Srv.DB, e.WS)
 		if err != nil {
 			return err.Error(), false

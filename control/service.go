@@ -193,6 +193,7 @@ type Store interface {
 	BillingService
 	IdempotencyService
 	DashboardService
+	LeaseService
 	ChangeFeed
 	// Ping checks that the store answers (GET /readyz).
 	Ping(ctx context.Context) error

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"voicesvc/e2e/harness"
 )
@@ -17,6 +18,20 @@ import (
 func usedOf(t testing.TB, db, ws string) int64 {
 	t.Helper()
 	return int64(harness.Admin(t, db, "workspace", "update", "--id", ws)["used"].(float64))
+}
+
+// eventuallyUsed is the used characters once they reach want, or after 3
+// seconds: servers settle what they synthesized at every lease sync.
+func eventuallyUsed(t testing.TB, db, ws string, want int64) int64 {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		used := usedOf(t, db, ws)
+		if used == want || time.Now().After(deadline) {
+			return used
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func remainingOf(t testing.TB, r *resp) int64 {
@@ -31,9 +46,13 @@ func remainingOf(t testing.TB, r *resp) int64 {
 // TestBillingUnderConcurrency: 1,000 concurrent small speak requests with
 // billing enforced and an allowance that covers about three quarters of
 // them. The used characters equal the sum over the successful requests
-// exactly; every refusal is a flat 402; and X-Billing-Remaining, taken in
-// order, falls by exactly each request's characters. SQLite (one server)
-// and Postgres (two servers).
+// exactly (once the servers settled: usage counts characters as
+// synthesized, within a lease sync) and never pass the allowance; every
+// refusal is a flat 402. With one server (SQLite) X-Billing-Remaining,
+// taken in order, falls by exactly each request's characters and nothing
+// covered is refused. With two (Postgres) each server's header is the
+// balance less the other's reservation (docs/api.md, "Running several
+// servers"): never more than the balance.
 func TestBillingUnderConcurrency(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -52,7 +71,9 @@ func TestBillingUnderConcurrency(t *testing.T) {
 			// Sequentially first: the header falls by exactly the characters.
 			r1 := mustCall(t, "POST", e.speakURL(srvs[0]), `{"text":"héllo","output_format":"s16le"}`, keyHdr(e.key)...)
 			r2 := mustCall(t, "POST", e.speakURL(srvs[len(srvs)-1]), `{"text":"ab","output_format":"s16le"}`, keyHdr(e.key)...)
-			if r1.status != 200 || r2.status != 200 || remainingOf(t, r1) != allowance-5 || remainingOf(t, r2) != allowance-7 {
+			exact := c.servers == 1
+			if r1.status != 200 || r2.status != 200 || remainingOf(t, r1) != allowance-5 ||
+				exact && remainingOf(t, r2) != allowance-7 || remainingOf(t, r2) > allowance-7 {
 				t.Fatalf("sequential: %d %d, remaining %s then %s", r1.status, r2.status,
 					r1.header.Get("X-Billing-Remaining"), r2.header.Get("X-Billing-Remaining"))
 			}
@@ -105,16 +126,20 @@ func TestBillingUnderConcurrency(t *testing.T) {
 						flat["unit"] != "character" || flat["limit"] != float64(allowance) || flat["status"] != nil {
 						t.Fatalf("402 body not flat: %s", r.body)
 					}
-					if used, _ := flat["used"].(float64); int64(used)+r.chars <= allowance {
+					if used, _ := flat["used"].(float64); exact && int64(used)+r.chars <= allowance {
 						t.Fatalf("refused although covered: %d chars, used %v", r.chars, used)
 					}
 				default:
 					t.Fatalf("status %d: %.300s", r.status, r.body)
 				}
 			}
-			used := usedOf(t, dsn, e.ws)
-			if used != sum+7 {
-				t.Fatalf("used %d, successful requests asked %d (+7 sequential): %v", used, sum, statuses)
+			used := eventuallyUsed(t, dsn, e.ws, sum+7)
+			if used != sum+7 || used > allowance {
+				t.Fatalf("used %d, successful requests asked %d (+7 sequential), allowance %d: %v", used, sum, allowance, statuses)
+			}
+			if !exact {
+				t.Logf("%v; used %d of %d", statuses, used, allowance)
+				return
 			}
 			// Each success's balance is the one after its own charge, and
 			// charges are serialized: in falling order each is the previous

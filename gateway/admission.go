@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"strconv"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/lease"
 	"voicesvc/synth"
 	"voicesvc/telemetry"
 )
@@ -44,6 +46,15 @@ func (s *Server) initSynthesis(deps Deps) error {
 		limiter = control.NewMemoryLimiter()
 	}
 	meter := deps.Meter
+	if deps.Leases != nil {
+		// The leases over the timed store: their calls are in
+		// voicesvc_store_duration_seconds like every other.
+		s.leases = lease.New(lease.Deps{Store: s.store, Rates: limiter, Billing: deps.Billing, Logger: s.log}, *deps.Leases)
+		limiter = s.leases
+		if meter == nil {
+			meter = s.leases.Meter()
+		}
+	}
 	if meter == nil {
 		meter = control.NewMeter(s.store, deps.Billing)
 	}
@@ -61,7 +72,11 @@ func (s *Server) initSynthesis(deps Deps) error {
 	if err != nil {
 		return err
 	}
-	for _, c := range append([]prometheus.Collector{s.synth.active}, m.Collectors()...) {
+	cs := append([]prometheus.Collector{s.synth.active}, m.Collectors()...)
+	if s.leases != nil {
+		cs = append(cs, s.leases.Collector()) // the leases held (docs/api.md#metrics)
+	}
+	for _, c := range cs {
 		if err := s.metrics.reg.Register(c); err != nil {
 			return err
 		}
@@ -174,4 +189,43 @@ func peekExact(h *fasthttp.ResponseHeader, name []byte) []byte {
 		}
 	})
 	return v
+}
+
+// closeLeases settles and gives back the server's leases once it drained,
+// so that other servers get the capacity at once instead of after the
+// leases' lifetime.
+func (s *Server) closeLeases() {
+	if s.leases == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), closeout)
+	defer cancel()
+	if err := s.leases.Close(ctx); err != nil {
+		s.log.Warn("leases not given back; they expire on their own", "err", err)
+	}
+}
+
+// changeFeed is the store's change feed as the core follows it: with
+// leases, a workspace's change also makes its leases stale, after the core
+// dropped its cached keys, so that the next request asks the store with the
+// new limits.
+func (s *Server) changeFeed() control.ChangeFeed {
+	if s.leases == nil {
+		return s.store
+	}
+	return leaseFeed{s.store, s.leases}
+}
+
+type leaseFeed struct {
+	control.ChangeFeed
+	leases *lease.Manager
+}
+
+func (f leaseFeed) WatchChanges(ctx context.Context, fn func(control.Change)) error {
+	return f.ChangeFeed.WatchChanges(ctx, func(c control.Change) {
+		fn(c)
+		if c.Kind == "workspace" {
+			f.leases.Invalidate(c.ID)
+		}
+	})
 }

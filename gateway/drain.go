@@ -170,6 +170,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stopOnce.Do(func() {
 		s.stopWatch()
 		<-s.watchDone
+		s.closeLeases()
 	})
 	if err != nil {
 		return errors.New("gateway: connections still open after the shutdown grace")

@@ -30,10 +30,12 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/dialect/cartesia"
+	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/elevenlabs"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
+	"voicesvc/lease"
 	"voicesvc/loopback"
 	"voicesvc/netguard"
 	"voicesvc/redact"
@@ -186,7 +188,11 @@ type Deps struct {
 	Engines *engine.Registry
 	Limiter control.Limiter // used by the synthesis routes; nil: in-process
 	Meter   control.Meter   // synthesis billing; nil: control.NewMeter(Store, Billing)
-	Logger  *slog.Logger    // nil: slog.Default()
+	// Leases, when set, count slots and charge characters in memory from
+	// leases of the store (package lease); Limiter then only counts
+	// request rates. nil: every limit and charge is a store call.
+	Leases *lease.Config
+	Logger *slog.Logger // nil: slog.Default()
 	// Billing is the server's default billing mode (control.Billing*);
 	// a workspace may override it. "" means enforce.
 	Billing string
@@ -248,6 +254,7 @@ type Server struct {
 	tooLarge sync.Map
 
 	stopWatch context.CancelFunc
+	leases    *lease.Manager // nil without Deps.Leases
 	watchDone chan struct{}
 	stopOnce  sync.Once
 
@@ -300,6 +307,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig(), UploadDir: cfg.UploadDir}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
 			cartesia.New(cartesia.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
+			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
 			elevenlabs.New(elevenlabs.Config{Session: s.sessionConfig()}),
 		}
 	}
@@ -352,7 +360,7 @@ func New(cfg Config, deps Deps) (*Server, error) {
 	go func() {
 		defer close(s.watchDone)
 		defer s.core.Close()
-		s.core.Follow(watchCtx, s.store, s.ws.keyChanged, s.ws.recheck)
+		s.core.Follow(watchCtx, s.changeFeed(), s.ws.keyChanged, s.ws.recheck)
 	}()
 	return s, nil
 }

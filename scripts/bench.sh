@@ -24,6 +24,12 @@
 # is what is compared with the target (upstream/: results.json, report.md
 # and the gateway-added table).
 #
+# Then the Deepgram dialect (BENCH_DEEPGRAM=0 skips it): a reference server
+# unpaced (at nice 10), its Deepgram speak socket and its native WebSocket
+# in turn, DEEPGRAM_ROUNDS (5) rounds at DEEPGRAM_LEVELS (1,64) paced
+# listeners: what the dialect adds to the time to first audio byte
+# (deepgram/: results.json, report.md and the socket-added table).
+#
 # Then the baseline (BENCH_BASELINE=0 skips it): a reference server unpaced
 # (--reference-rtf 0, its first chunk ready at once; at nice 10) and, inside the bench,
 # a bare fasthttp server (a process of its own) replaying that server's
@@ -195,6 +201,24 @@ YAML
   echo "   upstream done at +$(($(date +%s) - t0))s"
 fi
 
+# The Deepgram dialect: its speak socket ({api_root}/compat/deepgram) and
+# the native WebSocket of the same server, in turn round after round, at 1
+# stream and 64 paced listeners (`voicesvc bench --target deepgram --native`):
+# what the dialect adds to the time to first audio byte. The reference
+# engine, unpaced, so that the difference is the protocols'.
+if [ "${BENCH_DEEPGRAM:-1}" = 1 ]; then
+  mkdir -p "$tmp/deepgram" "$OUT/deepgram"
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/deepgram/bench.db" 0
+  key=$(workspace "sqlite://$tmp/deepgram/bench.db")
+  echo "== deepgram: $base (pid $server_pid), its Deepgram socket and native WebSocket, levels ${DEEPGRAM_LEVELS:-1,64}"
+  "$BIN" bench --target deepgram --base "$base/voice-svc/api/v1/public/compat/deepgram" --key "$key" \
+    --voice "$VOICE_REFERENCE" --native "$base" --server-pid "$server_pid" --text "${DEEPGRAM_TEXT:-Thanks for calling.}" \
+    --pace --sweep "${DEEPGRAM_LEVELS:-1,64}" --rounds "${DEEPGRAM_ROUNDS:-5}" --duration "$DURATION" --warmup "$WARMUP" \
+    --quiet --out "$OUT/deepgram" | tee "$OUT/deepgram/table.txt"
+  stop_server
+  echo "   deepgram done at +$(($(date +%s) - t0))s"
+fi
+
 # The baseline: what the gateway adds over a bare fasthttp server sending
 # the same bytes (`voicesvc bench baseline`, bench/README.md).
 if [ "${BENCH_BASELINE:-1}" = 1 ]; then
@@ -211,6 +235,23 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
     --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --paced-duration 2500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
   stop_server
   echo "   baseline done at +$(($(date +%s) - t0))s"
+fi
+
+# The control plane (issue 32; BENCH_CONTROLPLANE=0 skips it): what limits
+# and billing cost per request, store by store. `voicesvc bench
+# controlplane` starts its own reference servers (unpaced), each with an
+# enterprise workspace that no limit or balance stops, and runs speak "Hi."
+# closed loop at c=16 and c=64 for SQLite billing off, SQLite enforce,
+# Postgres enforce and Postgres off (the Postgres cases need
+# VOICESVC_BENCH_PG, else VOICESVC_TEST_PG), alternated, 3 rounds, medians;
+# with the store round trips per admitted request from
+# voicesvc_store_duration_seconds (controlplane/: results.json, table.txt).
+if [ "${BENCH_CONTROLPLANE:-1}" = 1 ]; then
+  mkdir -p "$OUT/controlplane"
+  echo "== control plane: speak \"Hi.\", reference unpaced, c=16,64, 3 rounds"
+  VOICESVC_BENCH_PG="${VOICESVC_BENCH_PG:-${VOICESVC_TEST_PG:-}}" "$BIN" bench controlplane --bin "$BIN" \
+    --levels 16,64 --rounds 3 --duration "$DURATION" --warmup "$WARMUP" --out "$OUT/controlplane" | tee "$OUT/controlplane/table.txt"
+  echo "   control plane done at +$(($(date +%s) - t0))s"
 fi
 
 # The Cartesia dialect (BENCH_DIALECT=0 skips it): one reference server,

@@ -63,6 +63,10 @@ const (
 	mListVoiceAliases
 	mResolveVoiceAlias
 	mWorkspaceAliases
+	mLeaseSlots
+	mSettleBilling
+	mRenewLeases
+	mDropLeases
 	storeMethods
 )
 
@@ -107,6 +111,10 @@ var storeMethodNames = [storeMethods]string{
 	"ListVoiceAliases",
 	"ResolveVoiceAlias",
 	"WorkspaceAliases",
+	"LeaseSlots",
+	"SettleBilling",
+	"RenewLeases",
+	"DropLeases",
 }
 
 // NewTimedStore times every call of s in h (voicesvc_store_duration_seconds,
@@ -321,4 +329,24 @@ func (ts *timedStore) ResolveVoiceAlias(ctx context.Context, ws, alias string) (
 func (ts *timedStore) WorkspaceAliases(ctx context.Context, ws string) (map[string][]string, error) {
 	defer ts.done(mWorkspaceAliases, time.Now())
 	return ts.s.WorkspaceAliases(ctx, ws)
+}
+
+func (ts *timedStore) LeaseSlots(ctx context.Context, holder, ws, kind string, limit, used, want int, ttl time.Duration) (int, int, error) {
+	defer ts.done(mLeaseSlots, time.Now())
+	return ts.s.LeaseSlots(ctx, holder, ws, kind, limit, used, want, ttl)
+}
+
+func (ts *timedStore) SettleBilling(ctx context.Context, holder string, s control.BillingSettle, ttl time.Duration) (control.BillingLease, error) {
+	defer ts.done(mSettleBilling, time.Now())
+	return ts.s.SettleBilling(ctx, holder, s, ttl)
+}
+
+func (ts *timedStore) RenewLeases(ctx context.Context, holder string, ttl time.Duration) error {
+	defer ts.done(mRenewLeases, time.Now())
+	return ts.s.RenewLeases(ctx, holder, ttl)
+}
+
+func (ts *timedStore) DropLeases(ctx context.Context, holder string) error {
+	defer ts.done(mDropLeases, time.Now())
+	return ts.s.DropLeases(ctx, holder)
 }

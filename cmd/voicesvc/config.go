@@ -13,6 +13,7 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/engine/upstream"
+	"voicesvc/lease"
 )
 
 // serveConfig is every setting of `voicesvc serve`. Each flag falls back to
@@ -42,6 +43,11 @@ type serveConfig struct {
 	// TLSCert and TLSKey, both set, serve HTTPS and WSS on --addr (PEM
 	// files; some official vendor clients dial only https and wss).
 	TLSCert, TLSKey string
+
+	// Leases count limits and charge characters in memory from leases of
+	// the store (package lease; docs/api.md, "Running several servers").
+	Leases bool
+	Lease  lease.Config
 
 	// ConfigFile is the YAML file read at start (--config); Engines are
 	// the upstream engines it lists, beside the built-in one.
@@ -77,6 +83,13 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.BoolVar(&c.MetricsWorkspace, "metrics-workspace-label", false, "label the billing and refusal series with the workspace id (one series per workspace); env VOICESVC_METRICS_WORKSPACE_LABEL")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "serve TLS (https, wss) with this PEM certificate chain; needs --tls-key; env VOICESVC_TLS_CERT")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "the PEM private key of --tls-cert; env VOICESVC_TLS_KEY")
+	fs.BoolVar(&c.Leases, "leases", true, "count concurrency and charge characters in memory from leases of the store, synced in batches (false: a store call per request); env VOICESVC_LEASES")
+	fs.DurationVar(&c.Lease.TTL, "lease-ttl", lease.Defaults.TTL, "lifetime of a lease after its last renewal: what a server that dies or loses the store holds comes back after it; env VOICESVC_LEASE_TTL")
+	fs.DurationVar(&c.Lease.Sync, "lease-sync", lease.Defaults.Sync, "how often usage is settled and leases resized and renewed (at most a third of --lease-ttl); env VOICESVC_LEASE_SYNC")
+	fs.DurationVar(&c.Lease.Idle, "lease-idle", lease.Defaults.Idle, "a workspace without requests this long gives its leases back; env VOICESVC_LEASE_IDLE")
+	fs.IntVar(&c.Lease.SlotBatch, "lease-slots", lease.Defaults.SlotBatch, "most concurrency slots a server holds beyond those in use (per workspace; also at most an eighth of the limit); env VOICESVC_LEASE_SLOTS")
+	fs.Int64Var(&c.Lease.CharBatch, "lease-chars", lease.Defaults.CharBatch, "most characters a server reserves ahead (per workspace; also at most a quarter of the balance left); env VOICESVC_LEASE_CHARS")
+	fs.IntVar(&c.Lease.ExactBelow, "lease-exact-below", lease.Defaults.ExactBelow, "slot limits below this are shared exactly: a server holds only the slots in use; env VOICESVC_LEASE_EXACT_BELOW")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -111,7 +124,9 @@ var serveEnv = map[string]string{
 	"log-level": "VOICESVC_LOG_LEVEL", "log-format": "VOICESVC_LOG_FORMAT",
 	"metrics-workspace-label": "VOICESVC_METRICS_WORKSPACE_LABEL",
 	"tls-cert":                "VOICESVC_TLS_CERT", "tls-key": "VOICESVC_TLS_KEY",
-	"config": "VOICESVC_CONFIG",
+	"config": "VOICESVC_CONFIG", "leases": "VOICESVC_LEASES", "lease-ttl": "VOICESVC_LEASE_TTL",
+	"lease-sync": "VOICESVC_LEASE_SYNC", "lease-idle": "VOICESVC_LEASE_IDLE", "lease-slots": "VOICESVC_LEASE_SLOTS",
+	"lease-chars": "VOICESVC_LEASE_CHARS", "lease-exact-below": "VOICESVC_LEASE_EXACT_BELOW",
 }
 
 // applyEnv sets every flag not given on the command line from its
@@ -160,6 +175,18 @@ func (c serveConfig) validate() error {
 		return badSetting("max-conns", fmt.Sprint(c.MaxConns), "want 0 (automatic) or more")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return badSetting("log-format", fmt.Sprintf("%q", c.LogFormat), "want text or json")
+	case c.Lease.TTL < 100*time.Millisecond:
+		return badSetting("lease-ttl", c.Lease.TTL.String(), "want at least 100ms")
+	case c.Lease.Sync <= 0 || c.Lease.Sync > c.Lease.TTL/3:
+		return badSetting("lease-sync", c.Lease.Sync.String(), "want more than 0, at most a third of --lease-ttl")
+	case c.Lease.Idle <= 0:
+		return badSetting("lease-idle", c.Lease.Idle.String(), "must be positive")
+	case c.Lease.SlotBatch < 1:
+		return badSetting("lease-slots", fmt.Sprint(c.Lease.SlotBatch), "want at least 1")
+	case c.Lease.CharBatch < 1:
+		return badSetting("lease-chars", fmt.Sprint(c.Lease.CharBatch), "want at least 1")
+	case c.Lease.ExactBelow < 1:
+		return badSetting("lease-exact-below", fmt.Sprint(c.Lease.ExactBelow), "want at least 1")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return badSetting("tls-key", fmt.Sprintf("%q", c.TLSKey), "--tls-cert and --tls-key go together")
 	}

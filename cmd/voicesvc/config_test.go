@@ -175,3 +175,36 @@ func TestStoreTimeout(t *testing.T) {
 		}
 	}
 }
+
+// The lease flags (README, "Running several servers"): defaults, the
+// environment, and the values refused at start.
+func TestLeaseFlags(t *testing.T) {
+	for _, v := range []string{"VOICESVC_LEASES", "VOICESVC_LEASE_TTL", "VOICESVC_LEASE_SYNC", "VOICESVC_CONFIG"} {
+		os.Unsetenv(v)
+	}
+	c, err := parseServeConfig(nil, io.Discard)
+	if err != nil || !c.Leases || c.Lease.TTL != 10*time.Second || c.Lease.Sync != 500*time.Millisecond ||
+		c.Lease.SlotBatch != 64 || c.Lease.CharBatch != 20_000 || c.Lease.ExactBelow != 16 {
+		t.Fatalf("defaults: %+v %v", c.Lease, err)
+	}
+	t.Setenv("VOICESVC_LEASES", "false")
+	t.Setenv("VOICESVC_LEASE_TTL", "3s")
+	if c, err := parseServeConfig(nil, io.Discard); err != nil || c.Leases || c.Lease.TTL != 3*time.Second {
+		t.Fatalf("environment: leases %v ttl %v %v", c.Leases, c.Lease.TTL, err)
+	}
+	os.Unsetenv("VOICESVC_LEASES")
+	os.Unsetenv("VOICESVC_LEASE_TTL")
+	for _, bad := range [][]string{
+		{"--lease-ttl", "50ms"},
+		{"--lease-ttl", "3s", "--lease-sync", "2s"}, // more than a third of the TTL
+		{"--lease-sync", "0"},
+		{"--lease-slots", "0"},
+		{"--lease-chars", "-1"},
+		{"--lease-exact-below", "0"},
+		{"--lease-idle", "0"},
+	} {
+		if _, err := parseServeConfig(bad, io.Discard); err == nil {
+			t.Errorf("%v accepted", bad)
+		}
+	}
+}

@@ -15,11 +15,13 @@ import (
 	"voicesvc/control"
 	"voicesvc/control/postgres"
 	"voicesvc/dialect/cartesia"
+	"voicesvc/dialect/deepgram"
 	"voicesvc/dialect/elevenlabs"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
 	"voicesvc/gateway"
+	"voicesvc/lease"
 	"voicesvc/netguard"
 	"voicesvc/redact"
 	"voicesvc/sessions"
@@ -108,6 +110,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 		Engine:    eng,
 		Engines:   engines,
 		Limiter:   limiter,
+		Leases:    leaseConfig(cfg),
 		Logger:    logger,
 		Billing:   cfg.Billing,
 		BaseURL:   baseURL,
@@ -120,6 +123,7 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			openai.New(openai.Config{}),
 			cartesia.New(cartesia.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
+			deepgram.New(deepgram.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			elevenlabs.New(elevenlabs.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 		},
 	})
@@ -188,6 +192,15 @@ func newLimiter(store control.Store) (control.Limiter, func()) {
 		return l, l.Close
 	}
 	return control.NewMemoryLimiter(), func() {}
+}
+
+// leaseConfig is the lease bounds when leases are on, else nil.
+func leaseConfig(cfg serveConfig) *lease.Config {
+	if !cfg.Leases {
+		return nil
+	}
+	c := cfg.Lease
+	return &c
 }
 
 // newLogger is the process's one logger: every line passes the redactor,

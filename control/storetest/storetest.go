@@ -50,6 +50,9 @@ func Run(t *testing.T, open func(t *testing.T) control.Store) {
 		{"DashboardSession", testDashboardSession},
 		{"ListAPIKeys", testListAPIKeys},
 		{"DailyUsage", testDailyUsage},
+		{"LeaseSlots", testLeaseSlots},
+		{"LeaseExpiry", testLeaseExpiry},
+		{"SettleBilling", testSettleBilling},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
