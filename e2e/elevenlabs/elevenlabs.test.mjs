@@ -200,9 +200,21 @@ test('voices, models, subscription', async () => {
   const models = await el.models.list();
   assert.equal(models[0].modelId, 'service-v1');
   assert.ok(models[0].canDoTextToSpeech);
-  const before = await el.user.subscription.get();
+  // Usage reaches the store at the server's lease syncs (every 500 ms): read
+  // it settled, before and after.
+  const settled = async () => {
+    let last = await el.user.subscription.get();
+    for (let i = 0; i < 20; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 1200));
+      const now = await el.user.subscription.get();
+      if (now.characterCount === last.characterCount) return now;
+      last = now;
+    }
+    return last;
+  };
+  const before = await settled();
   await collect(await el.textToSpeech.convert(voice, { text: 'Twelve chars', outputFormat: 'pcm_16000' }));
-  const after = await el.user.subscription.get();
+  const after = await settled();
   assert.equal(after.characterCount - before.characterCount, 12);
   assert.equal(after.tier, 'pro');
   assert.ok(after.characterLimit > 0);
