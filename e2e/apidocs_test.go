@@ -14,7 +14,8 @@ import (
 )
 
 // The runnable examples of the documentation (docs/api.md#examples): every
-// fenced block marked ```sh in docs/api.md and docs/README.md is run, as
+// fenced block marked ```sh in docs/api.md, docs/README.md and
+// docs/dialects.md (the dialects' HTTP routes) is run, as
 // written, with bash -euo pipefail against a real server with the
 // reference engine; it must exit 0. Each curl in it must pass
 // --fail-with-body, so that an error answer fails the block. Coverage: every
@@ -27,7 +28,7 @@ import (
 // draft voice (MY_VOICE_ID) and a fresh key (KEY_ID) for each block, so
 // that blocks do not depend on each other's order.
 
-var adDocs = []string{"../docs/api.md", "../docs/README.md"}
+var adDocs = []string{"../docs/api.md", "../docs/README.md", "../docs/dialects.md"}
 
 type adBlock struct {
 	file string
