@@ -187,6 +187,9 @@ func TestOpenAPIConformance(t *testing.T) {
 	oas.check(t, "compat no key", oasJSON("POST", compat, map[string]any{
 		"model": "service-v1", "voice": "en-us-linda", "input": "Hello."}), true, 401)
 
+	// The dialects' HTTP routes (their sockets are not in the document).
+	oasDialects(t, oas, api, e)
+
 	// The WebSocket handshake: a 101, and a GET that is not a handshake.
 	oas.check(t, "websocket 101", oasWS(api+"/stream", key...), true, 101)
 	oas.check(t, "websocket not a handshake", oasReq("GET", api+"/stream", nil, key...), true, 400)
@@ -243,6 +246,119 @@ func TestOpenAPIConformance(t *testing.T) {
 	oas.check(t, "delete voice", oasReq("DELETE", api+"/voices/"+remixID, nil, key...), true, 200)
 	oas.check(t, "delete again", oasReq("DELETE", api+"/voices/"+remixID, nil, key...), true, 404)
 	t.Logf("%d exchanges validated against openapi.yaml", oas.n)
+}
+
+// oasDialects checks exchanges of the Cartesia, ElevenLabs and Deepgram
+// routes: successes, their SSE events, and each dialect's error object.
+func oasDialects(t *testing.T, oas *oasSpec, api string, e *env) {
+	t.Helper()
+	cart := api + "/compat/cartesia"
+	xkey := keyHdr(e.key)
+	cartReq := func(container, encoding string) map[string]any {
+		format := map[string]any{"container": container, "sample_rate": 16000}
+		if encoding != "" { // mp3 has none
+			format["encoding"] = encoding
+		}
+		return map[string]any{"model_id": "sonic-3", "transcript": "Hello there.", "context_id": "c1",
+			"voice": map[string]any{"mode": "id", "id": e.voice}, "output_format": format}
+	}
+	for _, f := range [][2]string{{"raw", "pcm_s16le"}, {"wav", "pcm_s16le"}, {"mp3", ""}} {
+		oas.check(t, "cartesia bytes "+f[0], oasJSON("POST", cart+"/tts/bytes", cartReq(f[0], f[1]), xkey...), true, 200)
+	}
+	sse := cartReq("raw", "pcm_s16le")
+	sse["add_timestamps"] = true
+	r := oas.check(t, "cartesia sse", oasJSON("POST", cart+"/tts/sse", sse, bearerHdr(e.key)...), true, 200)
+	oas.checkEvents(t, r.body, map[string]string{"chunk": "CartesiaSSEChunk", "timestamps": "CartesiaSSETimestamps",
+		"done": "CartesiaSSEDone", "error": "CartesiaSSEError"}, "done")
+	oas.check(t, "cartesia voices", oasReq("GET", cart+"/voices?limit=2&is_owner=false", nil, xkey...), true, 200)
+	oas.check(t, "cartesia voices limit", oasReq("GET", cart+"/voices?limit=500", nil, xkey...), false, 400)
+	oas.check(t, "cartesia no key", oasJSON("POST", cart+"/tts/bytes", cartReq("raw", "pcm_s16le")), true, 401)
+	oas.check(t, "cartesia bad format", oasJSON("POST", cart+"/tts/bytes", cartReq("flac", "pcm_s16le"), xkey...), false, 400)
+	bad := cartReq("raw", "pcm_s16le")
+	bad["voice"] = map[string]any{"mode": "id", "id": "nobody-at-all"}
+	oas.check(t, "cartesia unknown voice", oasJSON("POST", cart+"/tts/bytes", bad, xkey...), true, 400, 404)
+
+	el := api + "/compat/elevenlabs/v1"
+	xi := []string{"xi-api-key", e.key}
+	tts := el + "/text-to-speech/" + e.voice
+	body := map[string]any{"text": "Hello there.", "model_id": "eleven_flash_v2_5", "voice_settings": map[string]any{"speed": 1.1}}
+	oas.check(t, "elevenlabs speech", oasJSON("POST", tts+"?output_format=pcm_16000", body, xi...), true, 200)
+	oas.check(t, "elevenlabs stream", oasJSON("POST", tts+"/stream?output_format=ulaw_8000", body, xi...), true, 200)
+	oas.check(t, "elevenlabs timestamps", oasJSON("POST", tts+"/with-timestamps", body, xi...), true, 200)
+	r = oas.check(t, "elevenlabs stream timestamps", oasJSON("POST", tts+"/stream/with-timestamps?output_format=pcm_24000", body, xi...), true, 200)
+	oas.checkLines(t, r.body, "ElevenLabsTimestamped")
+	oas.check(t, "elevenlabs voices", oasReq("GET", el+"/voices", nil, xi...), true, 200)
+	oas.check(t, "elevenlabs models", oasReq("GET", el+"/models", nil, xi...), true, 200)
+	oas.check(t, "elevenlabs subscription", oasReq("GET", el+"/user/subscription", nil, xi...), true, 200)
+	oas.check(t, "elevenlabs no key", oasReq("GET", el+"/voices", nil), true, 401)
+	oas.check(t, "elevenlabs bad format", oasJSON("POST", tts+"?output_format=aac_44100", body, xi...), false, 400)
+	oas.check(t, "elevenlabs unknown voice", oasJSON("POST", el+"/text-to-speech/nobody-at-all", body, xi...), true, 400, 404)
+
+	dg := api + "/compat/deepgram/v1/speak"
+	tok := []string{"Authorization", "Token " + e.key}
+	text := map[string]any{"text": "Hello there."}
+	for _, q := range []string{"encoding=linear16&sample_rate=16000", "encoding=mulaw&container=none",
+		"encoding=mp3", "encoding=opus&container=ogg", "encoding=flac"} {
+		oas.check(t, "deepgram "+q, oasJSON("POST", dg+"?model="+e.voice+"&"+q, text, tok...), true, 200)
+	}
+	oas.check(t, "deepgram aac", oasJSON("POST", dg+"?model="+e.voice+"&encoding=aac", text, tok...), true, 400)
+	oas.check(t, "deepgram rate", oasJSON("POST", dg+"?model="+e.voice+"&sample_rate=100", text, tok...), false, 400)
+	oas.check(t, "deepgram unknown model", oasJSON("POST", dg+"?model=aura-nobody-en", text, tok...), true, 400)
+	oas.check(t, "deepgram no key", oasJSON("POST", dg+"?model="+e.voice, text), true, 401)
+}
+
+// checkEvents validates the data of every `event:` of an SSE body against
+// the schema its event names, and requires the last to be last.
+func (s *oasSpec) checkEvents(t *testing.T, body []byte, schemas map[string]string, last string) {
+	t.Helper()
+	var names []string
+	event := ""
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+			continue
+		}
+		data, ok := strings.CutPrefix(line, "data: ")
+		if !ok {
+			continue
+		}
+		s.checkJSON(t, "SSE "+event, schemas[event], []byte(data))
+		names = append(names, event)
+	}
+	if len(names) < 2 || names[len(names)-1] != last {
+		t.Errorf("SSE events %v: want ..., %s", names, last)
+	}
+}
+
+// checkLines validates each non-empty line of body against schema.
+func (s *oasSpec) checkLines(t *testing.T, body []byte, schema string) {
+	t.Helper()
+	n := 0
+	for _, line := range bytes.Split(body, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) > 0 {
+			s.checkJSON(t, "line", schema, line)
+			n++
+		}
+	}
+	if n == 0 {
+		t.Errorf("no %s line", schema)
+	}
+}
+
+// checkJSON validates data against the named component schema.
+func (s *oasSpec) checkJSON(t *testing.T, what, schema string, data []byte) {
+	t.Helper()
+	ref := s.doc.Components.Schemas[schema]
+	if ref == nil {
+		t.Fatalf("%s: no schema %q in openapi.yaml", what, schema)
+	}
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%s: not JSON: %v", what, err)
+	}
+	if err := ref.Value.VisitJSON(v, openapi3.EnableJSONSchema2020()); err != nil {
+		t.Errorf("%s does not match %s: %v", what, schema, err)
+	}
 }
 
 // dashboardCookie signs in to the dashboard of ws with a login link and
