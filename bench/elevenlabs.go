@@ -18,8 +18,8 @@ import (
 // vendor, or voicesvc's dialect at {api_root}/compat/elevenlabs): one
 // utterance a stream-input socket, the text in its first message then the
 // closing empty text, pcm audio at --sample-rate.
-// Each worker's next socket is dialled while it waits, so the handshake is
-// not in the time to first audio byte (as the ws scenario's sessions are
+// Each worker's next socket is dialled while its current one speaks, so the
+// handshake and the session's setup are not in the time to first audio byte (as the ws scenario's sessions are
 // dialled up front). With --native (the voicesvc behind --base), its own
 // realtime WebSocket is measured by the same client in the same run, round
 // by round in turn: what the dialect adds over the native socket.
@@ -109,7 +109,10 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 	case <-ctx.Done():
 		return sample{start: time.Now(), err: "client:timeout"}
 	}
-	defer sc.dialAhead(ctx, slot)
+	// The next socket is dialled now, while this one speaks: by its turn
+	// it has been open a while, as an agent's pre-opened connection, and as
+	// the native scenario's sessions (dialled up front, then idle).
+	sc.dialAhead(ctx, slot)
 	if d.conn == nil {
 		return sample{start: time.Now(), err: d.err}
 	}

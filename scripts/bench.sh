@@ -254,14 +254,14 @@ if [ "${BENCH_CONTROLPLANE:-1}" = 1 ]; then
   echo "   control plane done at +$(($(date +%s) - t0))s"
 fi
 
-# The Cartesia dialect (BENCH_DIALECT=0 skips it): one reference server,
+# The Cartesia dialect (BENCH_DIALECT=0 skips it and ElevenLabs, BENCH_CARTESIA=0 it alone): one reference server,
 # unpaced at nice 10 as the baseline's, its native WebSocket and its
 # Cartesia socket (`voicesvc bench --target cartesia --native`) measured by
 # the same client in turn, DIALECT_ROUNDS (5) rounds at DIALECT_LEVELS
 # (1,64) paced listeners, a context per operation (4 a socket) with the
 # short DIALECT_TEXT: what the dialect adds to the time to first audio byte
 # (cartesia/: results.json, report.md and the table).
-if [ "${BENCH_DIALECT:-1}" = 1 ]; then
+if [ "${BENCH_CARTESIA:-${BENCH_DIALECT:-1}}" = 1 ]; then
   mkdir -p "$tmp/dialect" "$OUT/cartesia"
   SERVER_NICE=10 start_server reference "sqlite://$tmp/dialect/bench.db" 0
   key=$(workspace "sqlite://$tmp/dialect/bench.db")
@@ -274,12 +274,12 @@ if [ "${BENCH_DIALECT:-1}" = 1 ]; then
   echo "   cartesia done at +$(($(date +%s) - t0))s"
 fi
 
-# The ElevenLabs dialect (BENCH_DIALECT=0 skips it too): its stream-input
+# The ElevenLabs dialect (BENCH_DIALECT=0 skips it too, BENCH_ELEVENLABS=0 it alone): its stream-input
 # socket, one utterance a socket, against the native WebSocket of the same
 # server (reference unpaced, at nice 10, as the baseline), round by round
 # in turn, at 1 stream and DIALECT_LEVELS paced listeners
 # (elevenlabs/: results.json, report.md and the added TTFB table).
-if [ "${BENCH_DIALECT:-1}" = 1 ]; then
+if [ "${BENCH_ELEVENLABS:-${BENCH_DIALECT:-1}}" = 1 ]; then
   mkdir -p "$tmp/elevenlabs" "$OUT/elevenlabs"
   SERVER_NICE=10 start_server reference "sqlite://$tmp/elevenlabs/bench.db" 0
   key=$(workspace "sqlite://$tmp/elevenlabs/bench.db")
