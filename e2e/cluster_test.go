@@ -114,21 +114,12 @@ func TestClusterFreeExact(t *testing.T) {
 	}
 }
 
-// TestClusterRPSShares: a workspace with rps 10 on three servers that
-// lease it (--lease-exact-below 4): clients hammering all three for 2
-// seconds get at most 10*2 plus the shares the servers can hold (3 servers,
-// 1 request each: min(--lease-requests, rps/8) = 1) admitted within those
-// 2 seconds, at least the limit, and refusals answer 429 rate_limited with
-// Retry-After and the RateLimit item. A Free workspace (2 rps, below 4) on
-// the same servers stays exact.
-func TestClusterRPSShares(t *testing.T) {
-	srvs := pgServers(t, 3, 1, "--lease-exact-below", "4")
-	e := newEnv(t, srvs[0], "pro", "--rps", "10", "--billing", "off")
-	time.Sleep(1100 * time.Millisecond) // newEnv's request leaves the window
-	const rps, shares = 10, 3 * 1
-	const span = 2 * time.Second
+// rpsHammer sends requests of e to every server from 9 clients for span
+// and counts those admitted within it (sent and answered within it) and
+// those refused, checking each refusal's Retry-After and RateLimit.
+func rpsHammer(t *testing.T, srvs []*harness.Server, e *env, span time.Duration) (admitted, refused int) {
+	t.Helper()
 	var mu sync.Mutex
-	admitted, refused := 0, 0
 	var wg sync.WaitGroup
 	begin := time.Now()
 	end := begin.Add(span)
@@ -161,6 +152,23 @@ func TestClusterRPSShares(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	return admitted, refused
+}
+
+// TestClusterRPSShares: a workspace with rps 10 on three servers that
+// lease it (--lease-exact-below 4): clients hammering all three for 2
+// seconds get at most 10*2 plus the shares the servers can hold (3 servers,
+// 1 request each: min(--lease-requests, rps/8) = 1) admitted within those
+// 2 seconds, at least the limit, and refusals answer 429 rate_limited with
+// Retry-After and the RateLimit item. A Free workspace (2 rps, below 4) on
+// the same servers stays exact.
+func TestClusterRPSShares(t *testing.T) {
+	srvs := pgServers(t, 3, 1, "--lease-exact-below", "4")
+	e := newEnv(t, srvs[0], "pro", "--rps", "10", "--billing", "off")
+	time.Sleep(1100 * time.Millisecond) // newEnv's request leaves the window
+	const rps, shares = 10, 3 * 1
+	const span = 2 * time.Second
+	admitted, refused := rpsHammer(t, srvs, e, span)
 	t.Logf("rps %d on 3 servers over %v: %d admitted, %d refused", rps, span, admitted, refused)
 	if admitted > rps*2+shares {
 		t.Fatalf("%d admitted within %v on rps %d: more than %d (the limit plus the shares)", admitted, span, rps, rps*2+shares)
@@ -188,6 +196,8 @@ func TestClusterRPSShares(t *testing.T) {
 	free := newEnv(t, srvs[1], "free", "--billing", "off")
 	time.Sleep(1100 * time.Millisecond)
 	got := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := 0; i < 12; i++ {
 		srv := srvs[i%3]
@@ -206,6 +216,16 @@ func TestClusterRPSShares(t *testing.T) {
 	wg.Wait()
 	if d := time.Since(t0); d < time.Second && got["200"] > 2 {
 		t.Fatalf("Free: %d of 12 admitted within %v on 2 rps: %v", got["200"], d, got)
+	}
+
+	// The limit lowered by admin to 4 (still leased, a share of 1): within
+	// 2 seconds every server counts the new limit.
+	harness.Admin(t, e.db, "workspace", "update", "--id", e.ws, "--rps", "4")
+	time.Sleep(2 * time.Second)
+	admitted, _ = rpsHammer(t, srvs, e, time.Second)
+	t.Logf("after rps went down to 4: %d admitted within 1 s", admitted)
+	if admitted > 4+shares {
+		t.Fatalf("%d admitted within 1 s, 2 s after rps went down to 4 (bound %d)", admitted, 4+shares)
 	}
 }
 
