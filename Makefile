@@ -28,7 +28,7 @@ run: build
 test: build test-go test-e2e
 
 test-go:
-	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './e2e/node_modules/*')); \
+	@unformatted=$$("$$($(GO) env GOROOT)/bin/gofmt" -l $$(find . -name '*.go' -not -path './e2e/node_modules/*' -not -path './e2e/*/node_modules/*')); \
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 12m ./...
@@ -46,9 +46,16 @@ test-e2e: build
 	  npm ci --prefix examples --no-audit --no-fund --loglevel=error && \
 	  cd e2e && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
+	@# The ElevenLabs dialect's official client, its sockets over ws and LiveKit's plugin, in a folder of their own.
+	@if [ -f e2e/elevenlabs/package.json ]; then \
+	  cd e2e/elevenlabs && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
 	@# The Cartesia dialect's official clients, in a folder of their own (LiveKit's plugin pins its agents).
 	@if [ -f e2e/cartesia/package.json ]; then \
 	  cd e2e/cartesia && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
+	fi
+	@if [ -f e2e/deepgram/package.json ]; then \
+	  cd e2e/deepgram && npm ci --no-audit --no-fund --loglevel=error && VOICESVC_BIN=$(CURDIR)/$(BIN) npm test; \
 	fi
 
 # The fixed benchmark suite, once with the real engine and once with the

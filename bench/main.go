@@ -158,8 +158,8 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	out := fs.String("out", "", "output directory (default bench/results/<timestamp>)")
 	quiet := fs.Bool("quiet", false, "no live progress line")
 	suite := fs.Bool("suite", false, "run the fixed suite (see Suite); uses --base, --key, --voice, --out, --server-pid, and --duration, --warmup, --sweep, --capacity when given")
-	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional; or cartesia: Cartesia's realtime socket at the Cartesia base URL --base (https://api.cartesia.ai, or a voicesvc's .../compat/cartesia; {base}/tts/websocket), --voice a voice id, --key sent as X-API-Key")
-	fs.StringVar(&o.Native, "native", "", "cartesia: a voicesvc base URL (the server behind --base) whose native WebSocket is measured in turn with --base, round by round; the report adds what the dialect adds to the time to first audio byte")
+	fs.StringVar(&o.Target, "target", "voicesvc", "voicesvc, or openai: any OpenAI-compatible speech server at --base (e.g. http://127.0.0.1:8880/v1; requests go to {base}/audio/speech, streamed pcm), --voice its voice name, --key optional; or cartesia: Cartesia's realtime socket at the Cartesia base URL --base (https://api.cartesia.ai, or a voicesvc's .../compat/cartesia; {base}/tts/websocket), --voice a voice id, --key sent as X-API-Key; or deepgram: Deepgram's speak socket at the Deepgram base URL --base (https://api.deepgram.com, or a voicesvc's .../compat/deepgram; {base}/v1/speak), --voice the model, --key sent as Authorization: Token; or elevenlabs: any ElevenLabs API at --base (e.g. https://api.elevenlabs.io or a voicesvc's .../compat/elevenlabs), one stream-input socket an utterance, --voice its voice id, --key its xi-api-key")
+	fs.StringVar(&o.Native, "native", "", "cartesia, deepgram and elevenlabs: a voicesvc base URL (the server behind --base) whose native WebSocket is measured in turn with --base, round by round; the report adds what the dialect adds to the time to first audio byte")
 	fs.StringVar(&o.Model, "model", "", "openai: the model sent (default tts-1)")
 	fs.StringVar(&o.Via, "via", "", "openai: a second OpenAI-compatible base URL (e.g. a voicesvc's .../compat in front of --base), measured in turn with --base; the report adds what it adds to the time to first audio byte")
 	fs.StringVar(&o.ViaKey, "via-key", "", "openai: the key for --via")
@@ -217,7 +217,7 @@ func parseFlags(args []string, stderr io.Writer) (Options, string, bool, error) 
 	if o.APIKey == "" && o.Target != "openai" {
 		return o, "", false, fmt.Errorf("an API key is required (--key or VOICESVC_API_KEY)")
 	}
-	if (o.Target == "openai" || o.Target == "cartesia") && (*suite || o.baseline) {
+	if (o.Target == "openai" || o.Target == "cartesia" || o.Target == "deepgram" || o.Target == "elevenlabs") && (*suite || o.baseline) {
 		return o, "", false, fmt.Errorf("--suite and --baseline apply to --target voicesvc")
 	}
 	if !*quiet {

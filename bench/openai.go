@@ -149,9 +149,13 @@ type GatewayAdded struct {
 // GatewayAddedOf pairs the openai and openai-via results of a run.
 func GatewayAddedOf(run *Run) []GatewayAdded { return addedOf(run, scenarioOpenAI, scenarioOpenAIVia) }
 
-// DialectAddedOf pairs a cartesia run's native WebSocket (direct) and
-// Cartesia socket (via) results: what the dialect adds.
+// DialectAddedOf pairs a dialect run's native WebSocket (direct) and
+// dialect socket (via) results: what the dialect adds (Cartesia's socket,
+// or ElevenLabs' stream-input).
 func DialectAddedOf(run *Run) []GatewayAdded {
+	if run.Engine == "elevenlabs" {
+		return addedOf(run, scenarioElevenLabsNative, scenarioElevenLabs)
+	}
 	return addedOf(run, scenarioCartesiaNative, scenarioCartesia)
 }
 
@@ -229,6 +233,9 @@ func WriteGatewayAdded(w io.Writer, run *Run) {
 	if len(rows) == 0 {
 		rows = DialectAddedOf(run)
 		title = "Time to first audio byte, the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"
+		if run.Engine == "elevenlabs" {
+			title = "Time to first audio byte, the native WebSocket (direct, --native) and ElevenLabs' stream-input (via, --base)"
+		}
 	}
 	if len(rows) == 0 {
 		return

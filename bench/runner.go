@@ -55,7 +55,7 @@ type Options struct {
 	ViaVoice string // default: Voice
 	ViaPID   int
 	Rounds   int
-	// Native (target cartesia): a voicesvc base URL whose native
+	// Native (targets cartesia, deepgram): a voicesvc base URL whose native
 	// WebSocket is measured in turn with the Cartesia socket at BaseURL.
 	Native string
 
@@ -111,8 +111,26 @@ func (o *Options) defaults() error {
 		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
 			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
 		}
+	case "elevenlabs":
+		o.Scenarios = []string{scenarioElevenLabs}
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
+		}
+		o.Native = strings.TrimRight(o.Native, "/")
+		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
+			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
+		}
+	case "deepgram":
+		o.Scenarios = []string{scenarioDeepgram}
+		if o.Via != "" {
+			return fmt.Errorf("--via applies to --target openai")
+		}
+		o.Native = strings.TrimRight(o.Native, "/")
+		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
+			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
+		}
 	default:
-		return fmt.Errorf("--target %q: want voicesvc, openai or cartesia", o.Target)
+		return fmt.Errorf("--target %q: want voicesvc, openai, cartesia, deepgram or elevenlabs", o.Target)
 	}
 	if len(o.Scenarios) == 0 {
 		o.Scenarios = []string{"sse"}
@@ -180,6 +198,10 @@ func Execute(ctx context.Context, o Options) (*Run, error) {
 		return executeOpenAI(ctx, o)
 	case "cartesia":
 		return executeCartesia(ctx, o)
+	case "deepgram":
+		return executeDeepgram(ctx, o)
+	case "elevenlabs":
+		return executeElevenLabs(ctx, o)
 	}
 	levels := o.Sweep
 	if len(levels) == 0 {

@@ -116,8 +116,12 @@ func WriteSummary(w io.Writer, runs []*Run, names []string) {
 			writeUpstreamTargets(w, run)
 			continue
 		}
-		if run.Engine == "cartesia" {
+		if run.Engine == "cartesia" || run.Engine == "elevenlabs" {
 			writeDialectTargets(w, run)
+			continue
+		}
+		if run.Engine == "deepgram" {
+			writeDeepgramTargets(w, run)
 			continue
 		}
 		if HasBaseline(run) {
@@ -326,17 +330,18 @@ func writeUpstreamTargets(w io.Writer, run *Run) {
 	fmt.Fprintf(w, "| %s | not run | - |\n", label)
 }
 
-// writeDialectTargets checks what the Cartesia socket adds over the native
-// WebSocket of the same server at each level measured.
+// writeDialectTargets checks what a dialect's socket (Cartesia's, or
+// ElevenLabs' stream-input) adds over the native WebSocket of the same
+// server at each level measured.
 func writeDialectTargets(w io.Writer, run *Run) {
 	rows := DialectAddedOf(run)
 	if len(rows) == 0 {
-		fmt.Fprintf(w, "| cartesia: dialect-added TTFB <= %g ms p50 | not run (no --native) | - |\n", targetDialectAddedP50Ms)
+		fmt.Fprintf(w, "| %s: dialect-added TTFB <= %g ms p50 | not run (no --native) | - |\n", run.Engine, targetDialectAddedP50Ms)
 	}
 	for _, a := range rows {
 		ok := a.AddedP50 <= targetDialectAddedP50Ms && a.DirectErrors+a.ViaErrors == 0
-		fmt.Fprintf(w, "| cartesia: dialect-added TTFB <= %g ms p50 at %d streams | medians of %d rounds: native p50 %.3f, cartesia p50 %.3f (added %+.3f); native p99 %.3f, cartesia p99 %.3f ms; errors %d/%d | %s |\n",
-			targetDialectAddedP50Ms, a.Concurrency, a.Rounds, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99,
-			a.DirectErrors, a.ViaErrors, yesNo(ok))
+		fmt.Fprintf(w, "| %s: dialect-added TTFB <= %g ms p50 at %d streams | medians of %d rounds: native p50 %.3f, %s p50 %.3f (added %+.3f); native p99 %.3f, %s p99 %.3f ms; errors %d/%d | %s |\n",
+			run.Engine, targetDialectAddedP50Ms, a.Concurrency, a.Rounds, a.DirectP50, run.Engine, a.ViaP50, a.AddedP50, a.DirectP99,
+			run.Engine, a.ViaP99, a.DirectErrors, a.ViaErrors, yesNo(ok))
 	}
 }

@@ -16,6 +16,8 @@ const streamingSize = 0xFFFFFFFF
 const (
 	wavFormatPCM        = 1
 	wavFormatFloat      = 3
+	wavFormatALaw       = 6
+	wavFormatMuLaw      = 7
 	wavFormatExtensible = 0xFFFE
 )
 
@@ -23,13 +25,33 @@ const (
 // dataLen < 0 the sizes are 0xFFFFFFFF, for a stream whose length is not
 // known when the header goes out.
 func AppendWAVHeader(dst []byte, rate, bitsPerSample int, float bool, dataLen int) []byte {
-	riff, data := uint32(streamingSize), uint32(streamingSize)
-	if dataLen >= 0 {
-		riff, data = uint32(36+dataLen), uint32(dataLen)
-	}
 	tag := uint16(wavFormatPCM)
 	if float {
 		tag = wavFormatFloat
+	}
+	return appendWAVHeader(dst, tag, rate, bitsPerSample, dataLen)
+}
+
+// AppendG711WAVHeader appends the 44-byte mono WAV header of f's samples
+// (MuLaw or ALaw, 8 bits each: format tags 7 and 6), dataLen bytes of
+// them (< 0: unknown, as AppendWAVHeader). It reports false for other
+// formats. A dialect whose clients expect telephony audio in a WAV file
+// (Deepgram's default container for mulaw and alaw) puts it in front of
+// the raw samples.
+func AppendG711WAVHeader(dst []byte, f Format, rate, dataLen int) ([]byte, bool) {
+	switch f {
+	case MuLaw:
+		return appendWAVHeader(dst, wavFormatMuLaw, rate, 8, dataLen), true
+	case ALaw:
+		return appendWAVHeader(dst, wavFormatALaw, rate, 8, dataLen), true
+	}
+	return dst, false
+}
+
+func appendWAVHeader(dst []byte, tag uint16, rate, bitsPerSample int, dataLen int) []byte {
+	riff, data := uint32(streamingSize), uint32(streamingSize)
+	if dataLen >= 0 {
+		riff, data = uint32(36+dataLen), uint32(dataLen)
 	}
 	blockAlign := bitsPerSample / 8
 	le := binary.LittleEndian
@@ -146,6 +168,7 @@ func (f *wavFmt) validate() error {
 	switch {
 	case f.tag == wavFormatPCM && (f.bits == 8 || f.bits == 16 || f.bits == 24 || f.bits == 32):
 	case f.tag == wavFormatFloat && (f.bits == 32 || f.bits == 64):
+	case (f.tag == wavFormatMuLaw || f.tag == wavFormatALaw) && f.bits == 8:
 	default:
 		return fmt.Errorf("%w: WAV encoding tag %#x with %d bits", ErrUnknownFormat, f.tag, f.bits)
 	}
@@ -188,6 +211,10 @@ const maxWAVBytes = 512 << 20
 func wavSample(b []byte, f *wavFmt) float32 {
 	le := binary.LittleEndian
 	switch {
+	case f.tag == wavFormatMuLaw:
+		return muLawFloat[b[0]]
+	case f.tag == wavFormatALaw:
+		return aLawFloat[b[0]]
 	case f.bits == 8: // the only unsigned width
 		return (float32(b[0]) - 128) / 128
 	case f.bits == 16:

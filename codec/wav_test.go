@@ -38,6 +38,46 @@ func TestWAVRoundTrip(t *testing.T) {
 	}
 }
 
+// g711WAV writes samples as a one-shot G.711 WAV (AppendG711WAVHeader).
+func g711WAV(t *testing.T, f Format, rate int, s []float32) []byte {
+	t.Helper()
+	raw := AppendPCM(nil, f, s)
+	b, ok := AppendG711WAVHeader(nil, f, rate, len(raw))
+	if !ok {
+		t.Fatalf("AppendG711WAVHeader(%s) refused", f)
+	}
+	return append(b, raw...)
+}
+
+// TestG711WAVRoundTrip: the G.711 WAV header carries the rate, the format
+// tag and the sizes, and ReadWAV expands the samples as DecodePCM does;
+// other formats are refused.
+func TestG711WAVRoundTrip(t *testing.T) {
+	in := voiceLike(800, 8000)
+	for _, f := range []Format{MuLaw, ALaw} {
+		b := g711WAV(t, f, 8000, in)
+		if len(b) != 44+len(in) {
+			t.Fatalf("%s: %d bytes", f, len(b))
+		}
+		got, rate, err := ReadWAV(bytes.NewReader(b))
+		if err != nil || rate != 8000 {
+			t.Fatalf("%s: ReadWAV = %d Hz, %v", f, rate, err)
+		}
+		want, _ := DecodePCM(f, b[44:])
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d samples, want %d", f, len(got), len(want))
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("%s: sample %d = %g, want %g", f, i, got[i], want[i])
+			}
+		}
+	}
+	if _, ok := AppendG711WAVHeader(nil, S16LE, 8000, 0); ok {
+		t.Fatal("s16le accepted")
+	}
+}
+
 func TestWAVStreamingHeader(t *testing.T) {
 	in := sine(1000, 22050, 440, 0.5)
 	b := append(AppendWAVHeader(nil, 22050, 16, false, -1), AppendPCM(nil, S16LE, in)...)
@@ -65,6 +105,8 @@ func TestWAVAcceptedBySox(t *testing.T) {
 		{"f64", ourWAV(24000, F64LE, in), []string{"64-bit Floating Point PCM", "4800 samples"}},
 		{"streaming", append(AppendWAVHeader(nil, 24000, 16, false, -1), AppendPCM(nil, S16LE, in)...),
 			[]string{"24000", "16-bit Signed Integer PCM"}},
+		{"mulaw", g711WAV(t, MuLaw, 8000, in), []string{"8000", "u-law", "4800 samples"}},
+		{"alaw", g711WAV(t, ALaw, 8000, in), []string{"8000", "A-law", "4800 samples"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -71,7 +71,15 @@ func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	if r.Idempotent {
 		handler = s.idempotent(handler, r.Fingerprint)
 	}
-	if tail := literalTail(r.Path); r.Streams && !slices.Contains(s.streamPaths, tail) {
+	if tail := literalTail(r.Path); r.Streams && tail == "" {
+		// A path that ends in its parameter has no tail to know it by:
+		// its literal part before the parameter, then one segment.
+		prefix := r.Path[:strings.LastIndexByte(r.Path, '{')]
+		if !r.Root {
+			prefix = APIRoot + prefix
+		}
+		s.streamPrefixes = append(s.streamPrefixes, prefix)
+	} else if r.Streams && !slices.Contains(s.streamPaths, tail) {
 		s.streamPaths = append(s.streamPaths, tail)
 	}
 	if tail := literalTail(r.Path); r.Upload && !slices.Contains(s.uploadPaths, tail) {

@@ -13,6 +13,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -29,6 +30,8 @@ import (
 
 	"voicesvc/control"
 	"voicesvc/dialect/cartesia"
+	"voicesvc/dialect/deepgram"
+	"voicesvc/dialect/elevenlabs"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -208,7 +211,7 @@ type Deps struct {
 	// (tracing.go); nil: tracing is off and costs nothing.
 	TracerProvider trace.TracerProvider
 	// Protocols are the protocol packages the server answers (package
-	// web); nil: the native protocol and the OpenAI dialect.
+	// web); nil: the native protocol and the OpenAI and ElevenLabs dialects.
 	Protocols []web.Protocol
 }
 
@@ -234,8 +237,11 @@ type Server struct {
 	protocols   []web.Protocol
 	prefixes    []protoPrefix
 	streamPaths []string
-	uploadPaths []string
-	metrics     *metrics
+	// streamPrefixes know the streaming routes whose path ends in a
+	// parameter: the literal part before it (isStreamPath).
+	streamPrefixes []string
+	uploadPaths    []string
+	metrics        *metrics
 	// errorRoute labels requests fasthttp refused before routing.
 	errorRoute *route
 	core       *synth.Service // the application core: voices, admission, jobs
@@ -301,6 +307,8 @@ func New(cfg Config, deps Deps) (*Server, error) {
 			native.New(native.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig(), UploadDir: cfg.UploadDir}),
 			openai.New(openai.Config{SSEChunk: cfg.SSEChunk}),
 			cartesia.New(cartesia.Config{SSEChunk: cfg.SSEChunk, Session: s.sessionConfig()}),
+			deepgram.New(deepgram.Config{Session: s.sessionConfig()}),
+			elevenlabs.New(elevenlabs.Config{Session: s.sessionConfig()}),
 		}
 	}
 	s.routes()
@@ -434,13 +442,26 @@ func (s *Server) requestConfig(h *fasthttp.RequestHeader) fasthttp.RequestConfig
 // clone); isStreamPath: responses written while audio is generated, which
 // can outlast WriteTimeout, the routes registered with web.Route.Streams
 // (speak, SSE, the compatible endpoint, the WebSocket upgrade). Both by
-// the literal tail of their path.
+// the literal tail of their path; a streaming route whose path ends in its
+// parameter by the literal part before it, then one segment.
 func (s *Server) isUploadPath(p []byte) bool { return hasTail(p, s.uploadPaths) }
-func (s *Server) isStreamPath(p []byte) bool { return hasTail(p, s.streamPaths) }
+func (s *Server) isStreamPath(p []byte) bool {
+	return hasTail(p, s.streamPaths) || hasPrefixSegment(p, s.streamPrefixes)
+}
 
 func hasTail(p []byte, tails []string) bool {
 	for _, tail := range tails {
 		if hasSuffix(p, tail) {
+			return true
+		}
+	}
+	return false
+}
+
+// hasPrefixSegment: p is one of prefixes then one path segment.
+func hasPrefixSegment(p []byte, prefixes []string) bool {
+	for _, prefix := range prefixes {
+		if len(p) > len(prefix) && string(p[:len(prefix)]) == prefix && bytes.IndexByte(p[len(prefix):], '/') < 0 {
 			return true
 		}
 	}

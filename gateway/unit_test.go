@@ -62,6 +62,11 @@ func TestRequestConfig(t *testing.T) {
 		{APIRoot + "/compat/audio/speech", 256 << 10, false, true},
 		{APIRoot + "/compat/openai/audio/speech", 256 << 10, false, true},
 		{APIRoot + "/voices/0123456789abcdef01234567/speak", 256 << 10, false, true},
+		// A streaming route whose path ends in its parameter.
+		{APIRoot + "/compat/elevenlabs/v1/text-to-speech/21m00Tcm4TlvDq8ikWAM?output_format=pcm_16000", 256 << 10, false, true},
+		{APIRoot + "/compat/elevenlabs/v1/text-to-speech/x/with-timestamps", 256 << 10, false, true},
+		{APIRoot + "/compat/elevenlabs/v1/text-to-speech/x/nothing", 256 << 10, false, false},
+		{APIRoot + "/compat/elevenlabs/v1/voices", 256 << 10, false, false},
 		{"/healthz", 256 << 10, false, false},
 	}
 	for _, tt := range tests {

@@ -24,6 +24,12 @@
 # is what is compared with the target (upstream/: results.json, report.md
 # and the gateway-added table).
 #
+# Then the Deepgram dialect (BENCH_DEEPGRAM=0 skips it): a reference server
+# unpaced (at nice 10), its Deepgram speak socket and its native WebSocket
+# in turn, DEEPGRAM_ROUNDS (5) rounds at DEEPGRAM_LEVELS (1,64) paced
+# listeners: what the dialect adds to the time to first audio byte
+# (deepgram/: results.json, report.md and the socket-added table).
+#
 # Then the baseline (BENCH_BASELINE=0 skips it): a reference server unpaced
 # (--reference-rtf 0, its first chunk ready at once; at nice 10) and, inside the bench,
 # a bare fasthttp server (a process of its own) replaying that server's
@@ -195,6 +201,24 @@ YAML
   echo "   upstream done at +$(($(date +%s) - t0))s"
 fi
 
+# The Deepgram dialect: its speak socket ({api_root}/compat/deepgram) and
+# the native WebSocket of the same server, in turn round after round, at 1
+# stream and 64 paced listeners (`voicesvc bench --target deepgram --native`):
+# what the dialect adds to the time to first audio byte. The reference
+# engine, unpaced, so that the difference is the protocols'.
+if [ "${BENCH_DEEPGRAM:-1}" = 1 ]; then
+  mkdir -p "$tmp/deepgram" "$OUT/deepgram"
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/deepgram/bench.db" 0
+  key=$(workspace "sqlite://$tmp/deepgram/bench.db")
+  echo "== deepgram: $base (pid $server_pid), its Deepgram socket and native WebSocket, levels ${DEEPGRAM_LEVELS:-1,64}"
+  "$BIN" bench --target deepgram --base "$base/voice-svc/api/v1/public/compat/deepgram" --key "$key" \
+    --voice "$VOICE_REFERENCE" --native "$base" --server-pid "$server_pid" --text "${DEEPGRAM_TEXT:-Thanks for calling.}" \
+    --pace --sweep "${DEEPGRAM_LEVELS:-1,64}" --rounds "${DEEPGRAM_ROUNDS:-5}" --duration "$DURATION" --warmup "$WARMUP" \
+    --quiet --out "$OUT/deepgram" | tee "$OUT/deepgram/table.txt"
+  stop_server
+  echo "   deepgram done at +$(($(date +%s) - t0))s"
+fi
+
 # The baseline: what the gateway adds over a bare fasthttp server sending
 # the same bytes (`voicesvc bench baseline`, bench/README.md).
 if [ "${BENCH_BASELINE:-1}" = 1 ]; then
@@ -249,6 +273,24 @@ if [ "${BENCH_DIALECT:-1}" = 1 ]; then
     --quiet --out "$OUT/cartesia" | tee "$OUT/cartesia/table.txt"
   stop_server
   echo "   cartesia done at +$(($(date +%s) - t0))s"
+fi
+
+# The ElevenLabs dialect (BENCH_DIALECT=0 skips it too): its stream-input
+# socket, one utterance a socket, against the native WebSocket of the same
+# server (reference unpaced, at nice 10, as the baseline), round by round
+# in turn, at 1 stream and DIALECT_LEVELS paced listeners
+# (elevenlabs/: results.json, report.md and the added TTFB table).
+if [ "${BENCH_DIALECT:-1}" = 1 ]; then
+  mkdir -p "$tmp/elevenlabs" "$OUT/elevenlabs"
+  SERVER_NICE=10 start_server reference "sqlite://$tmp/elevenlabs/bench.db" 0
+  key=$(workspace "sqlite://$tmp/elevenlabs/bench.db")
+  echo "== elevenlabs: stream-input vs the native WebSocket at $base (pid $server_pid), levels ${DIALECT_LEVELS:-1,64}"
+  "$BIN" bench --target elevenlabs --base "$base/voice-svc/api/v1/public/compat/elevenlabs" --native "$base" --key "$key" \
+    --voice "$VOICE_REFERENCE" --server-pid "$server_pid" \
+    --sweep "${DIALECT_LEVELS:-1,64}" --rounds "${DIALECT_ROUNDS:-5}" --duration 2s --warmup 500ms --quiet --out "$OUT/elevenlabs" \
+    | tee "$OUT/elevenlabs/table.txt"
+  stop_server
+  echo "   elevenlabs done at +$(($(date +%s) - t0))s"
 fi
 
 set -- $ENGINES

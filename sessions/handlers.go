@@ -73,8 +73,9 @@ func (s *session) open(c *Command) (bool, error) {
 		return true, s.fatal("", control.EInternal, "internal error", disconnectInternal, err)
 	}
 	// Any engine's language passes here (before the voice is looked up);
-	// the voice's engine decides below, by the same rule.
-	if _, ok := langtag.Match(p.Options.Language, engines.Languages()); !ok {
+	// the voice's engine decides below, by the same rule. None (a Wire
+	// whose client names none) is the voice's language (synth.Prepare).
+	if _, ok := langtag.Match(p.Options.Language, engines.Languages()); !ok && p.Options.Language != "" {
 		s.reject(&Refusal{c.Context, control.EInvalidLanguage, fmt.Sprintf("language %q is not supported", p.Options.Language)})
 		return false, nil
 	}

@@ -62,9 +62,10 @@ const (
 // supported.
 var (
 	cartesiaEncodings = []WireFormat{
-		{"pcm_s16le", codec.S16LE}, {"pcm_f32le", codec.F32LE}, {"pcm_mulaw", codec.MuLaw}, {"pcm_alaw", codec.ALaw},
+		{Name: "pcm_s16le", Format: codec.S16LE}, {Name: "pcm_f32le", Format: codec.F32LE},
+		{Name: "pcm_mulaw", Format: codec.MuLaw}, {Name: "pcm_alaw", Format: codec.ALaw},
 	}
-	cartesiaWAV = []WireFormat{{"pcm_s16le", codec.WAV}}
+	cartesiaWAV = []WireFormat{{Name: "pcm_s16le", Format: codec.WAV}}
 )
 
 // CartesiaRules are the shared rules under Cartesia's names. The

@@ -43,6 +43,13 @@ func Scan(body []byte) (Fields, error) {
 // records the known keys. It reports false when the document is not an
 // object.
 func (f *Fields) scan(b []byte) bool {
+	return walkObject(b, f.set)
+}
+
+// walkObject calls fn with each key (its unescaped name) and raw value of
+// the top-level object of b, a document known to be valid JSON, in order.
+// It reports false when the document is not an object.
+func walkObject(b []byte, fn func(name, val []byte)) bool {
 	i := skipSpace(b, 0)
 	if b[i] != '{' {
 		return false
@@ -61,18 +68,23 @@ func (f *Fields) scan(b []byte) bool {
 		i = skipSpace(b, kEnd) + 1 // the colon
 		i = skipSpace(b, i)
 		vEnd := valueEnd(b, i)
-		f.set(key, b[i:vEnd])
+		fn(keyName(key), b[i:vEnd])
 		i = vEnd
 	}
 }
 
-func (f *Fields) set(key, val []byte) {
+// keyName is the name of a quoted key: an escaped key ("te\u0078t") names
+// the same field as its plain spelling.
+func keyName(key []byte) []byte {
 	name := key[1 : len(key)-1]
 	if bytes.IndexByte(name, '\\') >= 0 {
-		// An escaped key ("te\u0078t") names the same field.
 		s, _ := decodeString(key)
 		name = []byte(s)
 	}
+	return name
+}
+
+func (f *Fields) set(name, val []byte) {
 	switch string(name) { // no allocation: the compiler switches on the bytes
 	case "text":
 		f.Text = val

@@ -14,7 +14,8 @@ import (
 var OpenAIRules = Rules{
 	Format: codec.MP3,
 	FormatNames: []WireFormat{
-		{"mp3", codec.MP3}, {"opus", codec.OggOpus}, {"flac", codec.FLAC}, {"wav", codec.WAV}, {"pcm", codec.S16LE},
+		{Name: "mp3", Format: codec.MP3}, {Name: "opus", Format: codec.OggOpus}, {Name: "flac", Format: codec.FLAC},
+		{Name: "wav", Format: codec.WAV}, {Name: "pcm", Format: codec.S16LE},
 	},
 	MaxTextChars: MaxTextChars,
 	Speed:        true,

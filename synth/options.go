@@ -77,21 +77,25 @@ type Rules struct {
 	Names Names
 }
 
-// WireFormat is a protocol's name for a format.
+// WireFormat is a protocol's name for a format. A name that carries its
+// rate ("pcm_16000") sets Rate, which then overrides sample_rate; 0 leaves
+// the rate to sample_rate or the default.
 type WireFormat struct {
 	Name   string
 	Format codec.Format
+	Rate   int
 }
 
 // Names are a protocol's names for the shared fields, used in its errors
 // (message and Param). Empty fields are the interface's names.
 type Names struct {
-	Text, Language, OutputFormat string
+	Text, Language, OutputFormat, Speed string
 }
 
 func (n Names) text() string         { return or(n.Text, "text") }
 func (n Names) language() string     { return or(n.Language, "language") }
 func (n Names) outputFormat() string { return or(n.OutputFormat, "output_format") }
+func (n Names) speed() string        { return or(n.Speed, "speed") }
 
 func or(s, def string) string {
 	if s == "" {
@@ -235,12 +239,23 @@ func (r *Rules) format(o *Options, raw []byte) error {
 	if IsNull(raw) {
 		return nil
 	}
-	n := r.Names.outputFormat()
 	s, _ := decodeString(raw)
-	fm, ok := r.parseFormat(s)
+	return r.FormatName(o, s)
+}
+
+// FormatName applies the format named s (a protocol that takes its format
+// outside the JSON body, such as a query parameter, calls it directly):
+// unknown names are invalid_output_format listing the offered ones (or the
+// default, r.CoerceFormat); a name that carries its rate sets SampleRate.
+func (r *Rules) FormatName(o *Options, s string) error {
+	n := r.Names.outputFormat()
+	fm, rate, ok := r.parseFormat(s)
 	switch {
 	case ok:
 		o.Format = fm
+		if rate > 0 {
+			o.SampleRate = rate
+		}
 	case !r.CoerceFormat:
 		return fail(control.EInvalidOutputFormat, n, "%s must be one of %s", n, r.formatList())
 	}
@@ -256,18 +271,19 @@ func (r *Rules) available(o *Options) error {
 		"this deployment has no MP3 encoder; ask for one of %s", r.formatList())
 }
 
-// parseFormat maps a wire name to a format this protocol offers.
-func (r *Rules) parseFormat(s string) (codec.Format, bool) {
+// parseFormat maps a wire name to a format this protocol offers, and the
+// rate the name carries (0: none).
+func (r *Rules) parseFormat(s string) (codec.Format, int, bool) {
 	if r.FormatNames != nil {
 		for _, w := range r.FormatNames {
 			if w.Name == s {
-				return w.Format, true
+				return w.Format, w.Rate, true
 			}
 		}
-		return "", false
+		return "", 0, false
 	}
 	fm, ok := codec.ParseFormat(s)
-	return fm, ok && slices.Contains(r.Formats, fm)
+	return fm, 0, ok && slices.Contains(r.Formats, fm)
 }
 
 func (r *Rules) sampleRate(o *Options, raw []byte) error {
@@ -316,7 +332,8 @@ func (r *Rules) speed(o *Options, raw []byte) error {
 	}
 	v, ok := number(raw)
 	if !ok || v < MinSpeed || v > MaxSpeed {
-		return fail(control.EInvalidSpeed, "speed", "speed must be a number from %g to %g", MinSpeed, MaxSpeed)
+		n := r.Names.speed()
+		return fail(control.EInvalidSpeed, n, "%s must be a number from %g to %g", n, MinSpeed, MaxSpeed)
 	}
 	o.Speed = &v
 	return nil

@@ -35,6 +35,7 @@ const (
 	Native   = "native"
 	OpenAI   = "openai"
 	Cartesia = "cartesia"
+	Deepgram = "deepgram"
 )
 
 // synthMetrics are the series of the synthesis path, registered with the

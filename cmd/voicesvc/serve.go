@@ -15,6 +15,8 @@ import (
 	"voicesvc/control"
 	"voicesvc/control/postgres"
 	"voicesvc/dialect/cartesia"
+	"voicesvc/dialect/deepgram"
+	"voicesvc/dialect/elevenlabs"
 	"voicesvc/dialect/native"
 	"voicesvc/dialect/openai"
 	"voicesvc/engine"
@@ -121,6 +123,8 @@ func serve(ctx context.Context, cfg serveConfig, logger *slog.Logger, stderr io.
 			native.New(native.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 			openai.New(openai.Config{}),
 			cartesia.New(cartesia.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
+			deepgram.New(deepgram.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
+			elevenlabs.New(elevenlabs.Config{Session: sessions.Config{IdleTimeout: cfg.IdleTimeout}}),
 		},
 	})
 	if err != nil {

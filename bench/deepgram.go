@@ -1,0 +1,269 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fasthttp/websocket"
+)
+
+// The deepgram target benchmarks Deepgram's speak socket at --base (the
+// vendor's https://api.deepgram.com, or voicesvc's
+// {api_root}/compat/deepgram): one socket per stream, dialed before the
+// level, each operation a Speak of the text and a Flush, timed from the
+// Speak to the first binary frame (TTFB) and to the Flushed. --voice is the
+// model, --key the key (sent as `Authorization: Token`). With --native, a
+// voicesvc server's base URL (scheme://host:port), the same client also
+// runs voicesvc's native WebSocket there (one context a session, the whole
+// text in task_start) level by level and round by round in turn, and the
+// report gives what the Deepgram socket adds to the native one's TTFB.
+
+// Scenario names of the deepgram target's results.
+const (
+	scenarioDeepgram       = "deepgram"        // --base
+	scenarioDeepgramNative = "deepgram-native" // --native's ws
+)
+
+// deepgramScenario runs one Speak + Flush per operation on the slot's
+// socket.
+type deepgramScenario struct {
+	url    string
+	header http.Header
+	text   []byte // the Speak message
+	rate   int
+	dialer *websocket.Dialer
+	socks  []*websocket.Conn
+}
+
+func newDeepgramScenario(base, key, model, text string, rate int) *deepgramScenario {
+	q := url.Values{"model": {model}, "encoding": {"linear16"}, "sample_rate": {strconv.Itoa(rate)}}
+	speak, _ := json.Marshal(map[string]string{"type": "Speak", "text": text})
+	return &deepgramScenario{
+		url:    "ws" + strings.TrimPrefix(strings.TrimRight(base, "/"), "http") + "/v1/speak?" + q.Encode(),
+		header: http.Header{"Authorization": {"Token " + key}},
+		text:   speak, rate: rate,
+		dialer: &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, WriteBufferSize: 16 << 10,
+			NetDialContext: unpacedDial},
+	}
+}
+
+// open dials every slot's socket up front, so that no handshake is inside
+// a TTFB; one that fails is dialed again by do.
+func (sc *deepgramScenario) open(ctx context.Context, slots int) error {
+	sc.socks = make([]*websocket.Conn, slots)
+	for i := range sc.socks {
+		sc.socks[i], _ = sc.dial(ctx)
+	}
+	return nil
+}
+
+// dial opens a socket and reads its Metadata.
+func (sc *deepgramScenario) dial(ctx context.Context) (*websocket.Conn, string) {
+	c, r, err := sc.dialer.DialContext(ctx, sc.url, sc.header)
+	if err != nil {
+		if r != nil {
+			return nil, "http:" + strconv.Itoa(r.StatusCode)
+		}
+		return nil, netError(err)
+	}
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, _, err := c.ReadMessage(); err != nil {
+		c.Close()
+		return nil, "deepgram:no_metadata"
+	}
+	return c, ""
+}
+
+func (sc *deepgramScenario) close() {
+	for _, c := range sc.socks {
+		if c != nil {
+			_ = c.WriteMessage(websocket.TextMessage, []byte(`{"type":"Close"}`))
+			c.Close()
+		}
+	}
+}
+
+func (sc *deepgramScenario) do(ctx context.Context, slot int) sample {
+	start := time.Now()
+	c := sc.socks[slot]
+	if c == nil {
+		var e string
+		if c, e = sc.dial(ctx); c == nil {
+			return sample{start: start, total: time.Since(start), err: e}
+		}
+		sc.socks[slot] = c
+	}
+	fail := func(s sample, e string) sample {
+		c.Close()
+		sc.socks[slot] = nil
+		s.err, s.total = e, time.Since(s.start)
+		return s
+	}
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(30 * time.Second)
+	}
+	c.SetReadDeadline(deadline)
+	s := sample{start: time.Now()}
+	if err := c.WriteMessage(websocket.TextMessage, sc.text); err != nil {
+		return fail(s, netError(err))
+	}
+	if err := c.WriteMessage(websocket.TextMessage, []byte(`{"type":"Flush"}`)); err != nil {
+		return fail(s, netError(err))
+	}
+	var bytes int64
+	var last time.Time
+	for {
+		kind, b, err := c.ReadMessage()
+		now := time.Now()
+		if err != nil {
+			return fail(s, netError(err))
+		}
+		if kind == websocket.BinaryMessage {
+			if s.ttfb == 0 {
+				s.ttfb = now.Sub(s.start)
+			} else {
+				s.gaps = append(s.gaps, float64(now.Sub(last))/float64(time.Millisecond))
+			}
+			last = now
+			bytes += int64(len(b))
+			continue
+		}
+		var m struct{ Type, Code string }
+		if json.Unmarshal(b, &m) != nil {
+			return fail(s, "deepgram:bad_message")
+		}
+		switch m.Type {
+		case "Flushed":
+			s.total = now.Sub(s.start)
+			s.audio = pcmSeconds(bytes, 2, sc.rate)
+			if s.ttfb == 0 {
+				s.err = "deepgram:no_audio"
+			}
+			return s
+		case "Warning", "Error":
+			return fail(s, "deepgram:"+strings.ToLower(m.Type)+":"+m.Code)
+		}
+	}
+}
+
+// executeDeepgram is Execute for --target deepgram.
+func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
+	if o.Voice == "" {
+		return nil, fmt.Errorf("--target deepgram needs --voice (the model: a voice name)")
+	}
+	levels := o.Sweep
+	if len(levels) == 0 {
+		levels = []float64{float64(o.Concurrency)}
+	}
+	type side struct {
+		name  string
+		sc    scenario
+		usage usageSource
+	}
+	sides := []side{{scenarioDeepgram, newDeepgramScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
+		pickProcSource(o.BaseURL, o.ServerPID)}}
+	if o.Native != "" {
+		client := newHTTPClient(4)
+		defer client.CloseIdleConnections()
+		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey, client: client, text: o.Text,
+			format: "s16le", sampleRate: o.SampleRate}
+		if err := t.resolveVoice(ctx, o.Voice); err != nil {
+			return nil, err
+		}
+		sides = append([]side{{scenarioDeepgramNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)}}, sides...)
+	}
+	rounds := max(o.Rounds, 1)
+	run := &Run{
+		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
+		Engine: "deepgram", Voice: o.Voice,
+		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+	}
+	for _, level := range levels {
+		for r := 1; r <= rounds; r++ {
+			for _, s := range sides {
+				if ctx.Err() != nil {
+					return run, ctx.Err()
+				}
+				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
+					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace}
+				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "s16le",
+					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: o.Pace}
+				if rounds > 1 {
+					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
+				}
+				// Sockets open before the level (outside every TTFB) and
+				// close after it, on both sides alike.
+				if err := s.sc.open(ctx, spec.concurrency); err != nil {
+					return run, err
+				}
+				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
+				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
+				res.Server = mon.finish()
+				s.sc.close()
+				rec.fill(res)
+				run.Results = append(run.Results, res)
+			}
+		}
+	}
+	return run, nil
+}
+
+// DeepgramAddedOf pairs the native and Deepgram socket results of each
+// level: what the Deepgram socket adds to the native WebSocket's TTFB
+// (GatewayAdded's Direct is the native side, Via the Deepgram one).
+func DeepgramAddedOf(run *Run) []GatewayAdded {
+	return addedOf(run, scenarioDeepgramNative, scenarioDeepgram)
+}
+
+// WriteDeepgramAdded writes the table of DeepgramAddedOf; nothing
+// without both sides.
+func WriteDeepgramAdded(w io.Writer, run *Run) {
+	rows := DeepgramAddedOf(run)
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nTime to first audio byte, the native WebSocket and the Deepgram socket: medians over %d round(s)\n\n", rows[0].Rounds)
+	fmt.Fprintf(w, "| streams | native p50 | deepgram p50 | added p50 | native p99 | deepgram p99 | added p99 | errors native/deepgram |\n")
+	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
+	for _, a := range rows {
+		fmt.Fprintf(w, "| %d | %.3f ms | %.3f ms | %+.3f ms | %.3f ms | %.3f ms | %+.3f ms | %d/%d |\n",
+			a.Concurrency, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99, a.AddedP99, a.DirectErrors, a.ViaErrors)
+	}
+}
+
+// targetDeepgramAddedP50Ms is what the Deepgram socket may add to the
+// native WebSocket's TTFB p50, at each of targetDeepgramLevels.
+const targetDeepgramAddedP50Ms = 0.05
+
+var targetDeepgramLevels = []int{1, 64}
+
+// writeDeepgramTargets checks the Deepgram socket against the native
+// WebSocket at 1 stream and 64 paced listeners.
+func writeDeepgramTargets(w io.Writer, run *Run) {
+	rows := DeepgramAddedOf(run)
+	for _, level := range targetDeepgramLevels {
+		label := fmt.Sprintf("deepgram: socket-added TTFB <= %g ms p50 at %d stream(s)", targetDeepgramAddedP50Ms, level)
+		found := false
+		for _, a := range rows {
+			if a.Concurrency != level {
+				continue
+			}
+			found = true
+			ok := a.AddedP50 <= targetDeepgramAddedP50Ms && a.DirectErrors+a.ViaErrors == 0
+			fmt.Fprintf(w, "| %s | medians of %d rounds: native p50 %.3f, deepgram p50 %.3f (added %+.3f) ms; p99 %.3f / %.3f ms; errors %d/%d | %s |\n",
+				label, a.Rounds, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99, a.DirectErrors, a.ViaErrors, yesNo(ok))
+		}
+		if !found {
+			fmt.Fprintf(w, "| %s | not run | - |\n", label)
+		}
+	}
+}

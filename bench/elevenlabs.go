@@ -1,0 +1,237 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/fasthttp/websocket"
+)
+
+// The elevenlabs target benchmarks any server of the ElevenLabs API (the
+// vendor, or voicesvc's dialect at {api_root}/compat/elevenlabs): one
+// utterance a stream-input socket, the text in its first message then the
+// closing empty text, pcm audio at --sample-rate.
+// Each worker's next socket is dialled while it waits, so the handshake is
+// not in the time to first audio byte (as the ws scenario's sessions are
+// dialled up front). With --native (the voicesvc behind --base), its own
+// realtime WebSocket is measured by the same client in the same run, round
+// by round in turn: what the dialect adds over the native socket.
+
+// Scenario names of the elevenlabs target's results.
+const (
+	scenarioElevenLabs       = "elevenlabs"        // --base
+	scenarioElevenLabsNative = "elevenlabs-native" // --native: the native ws
+)
+
+// elevenLabsScenario runs one stream-input socket per operation.
+type elevenLabsScenario struct {
+	url, key string
+	text     string
+	rate     int
+	dialer   *websocket.Dialer
+	next     []chan elevenLabsDial // per slot: the socket dialled ahead
+}
+
+type elevenLabsDial struct {
+	conn *websocket.Conn
+	err  string
+}
+
+func newElevenLabsScenario(base, key, voice, text string, rate int) *elevenLabsScenario {
+	u := strings.TrimRight(base, "/")
+	u = "ws" + strings.TrimPrefix(u, "http") + "/v1/text-to-speech/" + url.PathEscape(voice) +
+		"/stream-input?auto_mode=true&output_format=pcm_" + fmt.Sprint(rate)
+	return &elevenLabsScenario{url: u, key: key, text: text, rate: rate,
+		dialer: &websocket.Dialer{HandshakeTimeout: 10 * time.Second, ReadBufferSize: 64 << 10, NetDialContext: unpacedDial}}
+}
+
+func (sc *elevenLabsScenario) open(ctx context.Context, slots int) error {
+	sc.next = make([]chan elevenLabsDial, slots)
+	for i := range sc.next {
+		sc.next[i] = make(chan elevenLabsDial, 1)
+		sc.dialAhead(ctx, i)
+	}
+	return nil
+}
+
+// dialAhead dials slot's next socket in the background.
+func (sc *elevenLabsScenario) dialAhead(ctx context.Context, slot int) {
+	go func() {
+		h := http.Header{}
+		h.Set("xi-api-key", sc.key)
+		c, resp, err := sc.dialer.DialContext(context.WithoutCancel(ctx), sc.url, h)
+		d := elevenLabsDial{conn: c}
+		if err != nil {
+			d.err = netError(err)
+			if resp != nil {
+				var f sample
+				if failStatus(&f, resp); f.err != "" {
+					d.err = "el:handshake_" + f.err
+				}
+				resp.Body.Close()
+			}
+		}
+		sc.next[slot] <- d
+	}()
+}
+
+func (sc *elevenLabsScenario) close() {
+	for _, ch := range sc.next {
+		select {
+		case d := <-ch:
+			if d.conn != nil {
+				d.conn.Close()
+			}
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// elevenLabsMsg is what the client reads of a server message (its audio
+// is measured, not decoded).
+type elevenLabsMsg struct {
+	Audio   *string `json:"audio"`
+	IsFinal bool    `json:"isFinal"`
+	Error   string  `json:"error"`
+}
+
+func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
+	var d elevenLabsDial
+	select {
+	case d = <-sc.next[slot]:
+	case <-ctx.Done():
+		return sample{start: time.Now(), err: "client:timeout"}
+	}
+	defer sc.dialAhead(ctx, slot)
+	if d.conn == nil {
+		return sample{start: time.Now(), err: d.err}
+	}
+	c := d.conn
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	start := time.Now()
+	s := sample{start: start}
+	// The first message opens the context with its text, as the vendor's
+	// reference allows (one message, as the native task_start), then the
+	// closing empty text.
+	for _, m := range []string{mustJSON(map[string]any{"text": sc.text + " ", "flush": true}), `{"text":""}`} {
+		if err := c.WriteMessage(websocket.TextMessage, []byte(m)); err != nil {
+			s.err, s.total = netError(err), time.Since(start)
+			return s
+		}
+	}
+	var last time.Time
+	var bytes int
+	for {
+		_, r, err := c.NextReader()
+		now := time.Now() // at receipt: parsing is not the server's time
+		if err != nil {
+			s.err = "el:closed_early"
+			if ctx.Err() != nil {
+				s.err = "client:timeout"
+			}
+			break
+		}
+		b, err := io.ReadAll(r)
+		var m elevenLabsMsg
+		if err != nil || json.Unmarshal(b, &m) != nil {
+			s.err = "el:bad_message"
+			break
+		}
+		if m.Error != "" {
+			s.err = "el:" + m.Error
+			break
+		}
+		if m.Audio != nil && *m.Audio != "" {
+			if s.ttfb == 0 {
+				s.ttfb = now.Sub(start)
+			} else {
+				s.gaps = append(s.gaps, Ms(now.Sub(last)))
+			}
+			last = now
+			bytes += len(*m.Audio) / 4 * 3
+		}
+		if m.IsFinal {
+			break
+		}
+	}
+	s.total = time.Since(start)
+	s.audio = float64(bytes) / 2 / float64(sc.rate)
+	if s.err == "" && s.ttfb == 0 {
+		s.err = "el:no_audio"
+	}
+	return s
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// executeElevenLabs is Execute for --target elevenlabs.
+func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
+	if o.Voice == "" {
+		return nil, fmt.Errorf("--target elevenlabs needs --voice (the server's voice id)")
+	}
+	levels := o.Sweep
+	if len(levels) == 0 {
+		levels = []float64{float64(o.Concurrency)}
+	}
+	type side struct {
+		name  string
+		sc    scenario
+		usage usageSource
+	}
+	sides := []side{{scenarioElevenLabs, newElevenLabsScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
+		pickProcSource(o.BaseURL, o.ServerPID)}}
+	if o.Native != "" {
+		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey,
+			client: newHTTPClient(4), text: o.Text, format: "s16le", sampleRate: o.SampleRate}
+		defer t.client.CloseIdleConnections()
+		if err := t.resolveVoice(ctx, o.Voice); err != nil {
+			return nil, err
+		}
+		sides = append(sides, side{scenarioElevenLabsNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)})
+	}
+	rounds := max(o.Rounds, 1)
+	run := &Run{
+		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
+		Engine: "elevenlabs", Voice: o.Voice,
+		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
+	}
+	for _, level := range levels {
+		for r := 1; r <= rounds; r++ {
+			for _, s := range sides {
+				if ctx.Err() != nil {
+					return run, ctx.Err()
+				}
+				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
+					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace || level > 1}
+				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "pcm",
+					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: spec.pace}
+				if rounds > 1 {
+					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
+				}
+				if err := s.sc.open(ctx, spec.concurrency); err != nil {
+					return run, err
+				}
+				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
+				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
+				res.Server = mon.finish()
+				s.sc.close()
+				rec.fill(res)
+				run.Results = append(run.Results, res)
+			}
+		}
+	}
+	return run, nil
+}
