@@ -1,6 +1,8 @@
 package lease
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +203,40 @@ func TestRateRefusalFromMemory(t *testing.T) {
 	f.clk.add(time.Second)
 	if got := allow(t, m, "w", 16, 1); got != 1 {
 		t.Fatal("a second later the window admits nothing")
+	}
+}
+
+// TestRequestsConcurrent: servers admitting from many goroutines at once,
+// within one moment of the store's clock (the window never moves on),
+// admit no more than the limit: every request comes from a grant, and the
+// grants of one window sum to at most the limit.
+func TestRequestsConcurrent(t *testing.T) {
+	f := newFakeStore(newClock())
+	var ms []*Manager
+	for i := 0; i < 3; i++ {
+		ms = append(ms, newTestManager(f, Config{}))
+	}
+	var wg sync.WaitGroup
+	var total atomic.Int64
+	for _, m := range ms {
+		for g := 0; g < 8; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 200; i++ {
+					_, err := m.AllowRequest(bg, "w", 1000)
+					if err == nil {
+						total.Add(1)
+					} else if !control.IsCode(err, control.ERateLimited) {
+						t.Errorf("allow: %v", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if n := total.Load(); n > 1000 || n < 900 {
+		t.Fatalf("%d admitted of rps 1000 within one moment", n)
 	}
 }
