@@ -23,15 +23,17 @@ import (
 // `make bench`): what limits and billing cost per request, store by store.
 // For each case (store and billing mode) it starts its own server on
 // loopback (reference engine, unpaced), makes an enterprise workspace with
-// room for any load (concurrency and sessions 100,000, rps 0, an allowance
-// that never runs out) and a key, and runs speak "Hi." closed loop at each
-// level. Cases alternate within a round, rounds repeat, and the medians are
+// room for any load (concurrency and sessions 100,000, rps 0 or one never
+// reached, an allowance that never runs out) and a key, and runs speak
+// "Hi." closed loop at each level. Cases alternate within a round, rounds repeat, and the medians are
 // reported, with the store round trips per admitted request counted from
 // voicesvc_store_duration_seconds.
 
-// CPCase is one store and billing mode.
+// CPCase is one store and billing mode, and the workspace's rps limit (0:
+// none; a high one exercises the rps path without refusing).
 type CPCase struct {
 	Name, Store, Billing string // Store: sqlite | postgres
+	RPS                  int
 }
 
 // CPOptions configure the scenario.
@@ -58,16 +60,18 @@ type CPResult struct {
 }
 
 // DefaultCPCases: SQLite off and enforce, Postgres enforce, and Postgres
-// off for the record.
-var DefaultCPCases = []CPCase{{"sqlite-off", "sqlite", "off"}, {"sqlite-enforce", "sqlite", "enforce"},
-	{"postgres-enforce", "postgres", "enforce"}, {"postgres-off", "postgres", "off"}}
+// off for the record; then both enforced with an rps limit of 100,000
+// (never reached), whose requests the rps window's leases count.
+var DefaultCPCases = []CPCase{{"sqlite-off", "sqlite", "off", 0}, {"sqlite-enforce", "sqlite", "enforce", 0},
+	{"postgres-enforce", "postgres", "enforce", 0}, {"postgres-off", "postgres", "off", 0},
+	{"sqlite-enforce-rps", "sqlite", "enforce", 100_000}, {"postgres-enforce-rps", "postgres", "enforce", 100_000}}
 
 func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("voicesvc bench controlplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	self, _ := os.Executable()
 	o := CPOptions{Progress: stderr}
-	var levels, out, extra string
+	var levels, out, extra, cases string
 	fs.StringVar(&o.Bin, "bin", self, "the voicesvc binary the servers run")
 	fs.StringVar(&o.PG, "pg", os.Getenv("VOICESVC_BENCH_PG"), "Postgres URL for the Postgres cases (empty: skipped); env VOICESVC_BENCH_PG")
 	fs.StringVar(&levels, "levels", "16,64", "closed-loop concurrency levels")
@@ -75,6 +79,7 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "measured time per case and level")
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "warm-up per case and level")
 	fs.StringVar(&out, "out", "", "write results.json here too")
+	fs.StringVar(&cases, "cases", "", "the cases to run, comma separated (default: all; the Postgres ones need --pg)")
 	fs.StringVar(&extra, "serve-args", "", "extra serve flags, space separated (e.g. --leases=false)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -91,11 +96,20 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		o.Levels = append(o.Levels, n)
 	}
 	o.Args = strings.Fields(extra)
+	want := map[string]bool{}
+	for _, c := range splitList(cases) {
+		want[c] = true
+	}
 	for _, c := range DefaultCPCases {
-		if c.Store == "postgres" && o.PG == "" {
+		if c.Store == "postgres" && o.PG == "" || len(want) > 0 && !want[c.Name] {
 			continue
 		}
+		delete(want, c.Name)
 		o.Cases = append(o.Cases, c)
+	}
+	for c := range want {
+		fmt.Fprintf(stderr, "bench: no case %q (or it needs --pg)\n", c)
+		return 2
 	}
 	res, err := ControlPlane(ctx, o)
 	if err != nil {
@@ -253,7 +267,7 @@ func startCPServer(ctx context.Context, o CPOptions, c CPCase) (*cpServer, error
 	if err == nil {
 		id, _ := ws["id"].(string)
 		if _, err = admin("workspace", "update", "--id", id, "--concurrency", "100000", "--sessions", "100000",
-			"--rps", "0", "--allowance", "1000000000000000"); err == nil {
+			"--rps", strconv.Itoa(c.RPS), "--allowance", "1000000000000000"); err == nil {
 			var k map[string]any
 			if k, err = admin("key", "create", "--workspace", id); err == nil {
 				s.key, _ = k["key"].(string)

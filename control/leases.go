@@ -35,12 +35,37 @@ type LeaseService interface {
 	// s.Enforce; without it nothing is reserved). The reservation expires
 	// ttl from now. ENotFound for an unknown workspace (nothing applied).
 	SettleBilling(ctx context.Context, holder string, s BillingSettle, ttl time.Duration) (BillingLease, error)
+	// LeaseRequests grants up to want requests of ws's rps window: the
+	// requests admitted in any one second across servers, those of
+	// servers that ask per request included. The grant is never more than
+	// rps less what the window holds now, and it is recorded in the window
+	// as that many requests admitted now, so a holder that uses it within
+	// a short validity after asking admits at most rps in any second plus
+	// the grants outstanding at its start. back gives back the unused part
+	// of an earlier grant (taken out of the window while it is still
+	// there). A grant of 0 says when the window admits one more.
+	LeaseRequests(ctx context.Context, ws string, rps, want int, back RequestsBack) (RequestsGrant, error)
 	// RenewLeases extends every share and reservation of holder to ttl
 	// from now, in one call.
 	RenewLeases(ctx context.Context, holder string, ttl time.Duration) error
 	// DropLeases gives back every share and reservation of holder (a
 	// server that shuts down).
 	DropLeases(ctx context.Context, holder string) error
+}
+
+// RequestsBack is the unused part of a grant of LeaseRequests: N
+// requests recorded at At (the grant's RequestsGrant.At).
+type RequestsBack struct {
+	At int64
+	N  int
+}
+
+// RequestsGrant is the answer of LeaseRequests.
+type RequestsGrant struct {
+	Granted   int
+	Remaining int   // rps less the window after the grant
+	ResetMS   int64 // while Remaining is 0: ms until the window admits one more
+	At        int64 // where the grant is recorded (for its give-back)
 }
 
 // BillingSettle is what one holder reports about one workspace.

@@ -114,6 +114,121 @@ func TestClusterFreeExact(t *testing.T) {
 	}
 }
 
+// rpsHammer sends requests of e to every server from 9 clients for span
+// and counts those admitted within it (sent and answered within it) and
+// those refused, checking each refusal's Retry-After and RateLimit.
+func rpsHammer(t *testing.T, srvs []*harness.Server, e *env, span time.Duration) (admitted, refused int) {
+	t.Helper()
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	begin := time.Now()
+	end := begin.Add(span)
+	for i := 0; i < 9; i++ {
+		srv := srvs[i%3]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(end) {
+				r := call("GET", srv.API+"/voices/"+e.voice, nil, keyHdr(e.key)...)
+				done := time.Now()
+				mu.Lock()
+				switch {
+				case r.status == 200 && !done.After(end):
+					admitted++ // sent and answered within the span: admitted within it
+				case r.status == 200:
+				case r.status == 429 && r.code() == "rate_limited":
+					refused++
+					if ra := r.header.Get("Retry-After"); ra == "" || ra == "0" {
+						t.Errorf("429 rate_limited with Retry-After %q", ra)
+					}
+					if rl := r.header.Get("RateLimit"); !strings.HasPrefix(rl, `"rps";r=0;t=`) || strings.HasPrefix(rl, `"rps";r=0;t=0`) {
+						t.Errorf("429 rate_limited with RateLimit %q", rl)
+					}
+				default:
+					t.Errorf("%s: %d %s", srv.Addr, r.status, r.body)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return admitted, refused
+}
+
+// TestClusterRPSShares: a workspace with rps 10 on three servers that
+// lease it (--lease-exact-below 4): clients hammering all three for 2
+// seconds get at most 10*2 plus the shares the servers can hold (3 servers,
+// 1 request each: min(--lease-requests, rps/8) = 1) admitted within those
+// 2 seconds, at least the limit, and refusals answer 429 rate_limited with
+// Retry-After and the RateLimit item. A Free workspace (2 rps, below 4) on
+// the same servers stays exact.
+func TestClusterRPSShares(t *testing.T) {
+	srvs := pgServers(t, 3, 1, "--lease-exact-below", "4")
+	e := newEnv(t, srvs[0], "pro", "--rps", "10", "--billing", "off")
+	time.Sleep(1100 * time.Millisecond) // newEnv's request leaves the window
+	const rps, shares = 10, 3 * 1
+	const span = 2 * time.Second
+	admitted, refused := rpsHammer(t, srvs, e, span)
+	t.Logf("rps %d on 3 servers over %v: %d admitted, %d refused", rps, span, admitted, refused)
+	if admitted > rps*2+shares {
+		t.Fatalf("%d admitted within %v on rps %d: more than %d (the limit plus the shares)", admitted, span, rps, rps*2+shares)
+	}
+	if admitted < rps || refused == 0 {
+		t.Fatalf("%d admitted and %d refused within %v on rps %d", admitted, refused, span, rps)
+	}
+	// Refusals come from memory once the store said the window is full:
+	// far fewer store calls than requests.
+	calls := 0.0
+	for _, srv := range srvs {
+		r := mustCall(t, "GET", srv.URL+"/metrics", nil)
+		for _, line := range strings.Split(string(r.body), "\n") {
+			if v, ok := strings.CutPrefix(line, `voicesvc_store_duration_seconds_count{method="LeaseRequests"} `); ok {
+				n, _ := strconv.ParseFloat(v, 64)
+				calls += n
+			}
+		}
+	}
+	t.Logf("%v LeaseRequests store calls across the servers", calls)
+	if calls == 0 || calls > float64(admitted+refused)/10 {
+		t.Fatalf("%v LeaseRequests store calls for %d requests", calls, admitted+refused)
+	}
+
+	free := newEnv(t, srvs[1], "free", "--billing", "off")
+	time.Sleep(1100 * time.Millisecond)
+	got := map[string]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := 0; i < 12; i++ {
+		srv := srvs[i%3]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := call("GET", srv.API+"/voices/"+free.voice, nil, keyHdr(free.key)...)
+			mu.Lock()
+			got[r.outcome()]++
+			mu.Unlock()
+		}()
+	}
+	t0 := time.Now()
+	close(start)
+	wg.Wait()
+	if d := time.Since(t0); d < time.Second && got["200"] > 2 {
+		t.Fatalf("Free: %d of 12 admitted within %v on 2 rps: %v", got["200"], d, got)
+	}
+
+	// The limit lowered by admin to 4 (still leased, a share of 1): within
+	// 2 seconds every server counts the new limit.
+	harness.Admin(t, e.db, "workspace", "update", "--id", e.ws, "--rps", "4")
+	time.Sleep(2 * time.Second)
+	admitted, _ = rpsHammer(t, srvs, e, time.Second)
+	t.Logf("after rps went down to 4: %d admitted within 1 s", admitted)
+	if admitted > 4+shares {
+		t.Fatalf("%d admitted within 1 s, 2 s after rps went down to 4 (bound %d)", admitted, 4+shares)
+	}
+}
+
 // TestClusterAdminChangeShrinks: servers holding shares with headroom of a
 // 100-stream workspace; the limit lowered to 5 by admin: within 2 seconds
 // every server refuses a new stream and holds no slot beyond those in use.
@@ -250,7 +365,7 @@ func TestClusterMetricsShowLeases(t *testing.T) {
 	defer stop()
 	r := mustCall(t, "GET", srvs[0].URL+"/metrics", nil)
 	for _, name := range []string{"voicesvc_lease_slots", "voicesvc_lease_reserved_characters",
-		"voicesvc_lease_unsettled_characters", "voicesvc_lease_workspaces", "voicesvc_lease_syncs_total"} {
+		"voicesvc_lease_unsettled_characters", "voicesvc_lease_requests", "voicesvc_lease_workspaces", "voicesvc_lease_syncs_total"} {
 		if !hasSeries(string(r.body), name) {
 			t.Errorf("/metrics has no %s", name)
 		}

@@ -42,6 +42,9 @@ func (s *Server) initSynthesis(deps Deps) error {
 	// server holds them (package telemetry).
 	s.store = telemetry.NewTimedStore(s.store, m.Store())
 	limiter := deps.Limiter
+	if _, inProcess := limiter.(*control.MemoryLimiter); limiter != nil && !inProcess {
+		limiter = telemetry.NewTimedLimiter(limiter, m.Store()) // the shared store's: a round trip per call
+	}
 	if limiter == nil {
 		limiter = control.NewMemoryLimiter()
 	}

@@ -33,6 +33,19 @@
 //     reservation, plus what this server still holds for the client: never
 //     more than the client could spend. Metering (meter mode) reserves
 //     nothing and settles the same way.
+//   - a share of its rps window (rate.go): a number of requests it admits
+//     in memory within Config.RPSFor of asking for it. The store records a
+//     share in the workspace's sliding one-second window as that many
+//     requests admitted at the grant (the window of servers that count
+//     requests one by one, so both count each other) and grants no more
+//     than the window has left: a burst cannot use a window twice. The
+//     unused part goes back into the window with the next ask. A share
+//     starts at 1 and doubles while it is used up within its time (halves
+//     when most of it expires), up to min(RPSBatch, rps/8). Once the store
+//     grants nothing, requests are refused in memory until the window
+//     admits one more. rps limits below Config.ExactBelow (Free: 2) are
+//     counted exactly by the per-request limiter given to New
+//     (Deps.Rates); rps 0 costs nothing.
 //
 // A background loop syncs every Config.Sync: it settles usage, resizes
 // shares to the recent peak (giving back what is not needed, everything
@@ -56,15 +69,17 @@
 //     a server that dies loses (does not bill) at most its reservation
 //     and the usage since its last sync;
 //   - per server, slots held beyond use <= min(SlotBatch, limit/8), and a
-//     reservation <= CharBatch.
+//     reservation <= CharBatch;
+//   - requests admitted across servers in any one second <= the rps limit
+//     plus the rps shares held at its start (each <= min(RPSBatch,
+//     rps/8)): a share is counted in the window from its grant, and used
+//     only within RPSFor after it was asked for (before the grant), so
+//     the requests of a share granted before the second began are the
+//     only ones the window no longer counts. Exact below ExactBelow.
 //
 // An admin change (plan, limits, billing, credits) arrives through the
 // store's change feed within a second: the workspace's shares and
 // reservation are marked stale, so its next request asks the store first,
-// with the new limits, and the store shrinks the share.
-//
-// Request rates are counted by the exact per-request limiter given to New:
-// the rps window is a sliding second that a batch cannot share without
-// admitting a second burst; only plans with an rps limit pay that round
-// trip.
+// with the new limits, and the store shrinks the share (an rps share,
+// which lasts RPSFor anyway, is given back with that ask).
 package lease

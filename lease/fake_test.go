@@ -51,15 +51,18 @@ type fakeStore struct {
 	used    map[string]int64                  // by workspace/month
 	daily   map[string]int64                  // by workspace/day
 	credits map[string]int64
-	down    bool
-	calls   int
+	// window by workspace: the requests and shares recorded, by time
+	window map[string][]hit
+	down   bool
+	calls  int
 	// gate, when set, holds every LeaseSlots call until it is closed.
 	gate chan struct{}
 }
 
 func newFakeStore(clk *clock) *fakeStore {
 	return &fakeStore{clk: clk, slots: map[string]map[string]share{}, res: map[string]map[string]reservation{},
-		used: map[string]int64{}, daily: map[string]int64{}, credits: map[string]int64{}}
+		used: map[string]int64{}, daily: map[string]int64{}, credits: map[string]int64{},
+		window: map[string][]hit{}}
 }
 
 var errDown = control.StoreUnavailableError(errors.New("fake store down"))
@@ -147,6 +150,45 @@ func (f *fakeStore) SettleBilling(_ context.Context, holder string, s control.Bi
 	out.Reserved = control.ReservationGrant(out.Balance, out.Others, s.Reserve, s.Enforce)
 	f.res[s.WS][holder] = reservation{s.Month, out.Reserved, now.Add(ttl)}
 	return out, nil
+}
+
+type hit struct {
+	at int64 // ms of the fake clock
+	n  int
+}
+
+// LeaseRequests keeps the window as the stores do: a share is recorded as
+// admitted at the grant, never more than rps less what the window holds.
+func (f *fakeStore) LeaseRequests(_ context.Context, ws string, rps, want int, back control.RequestsBack) (control.RequestsGrant, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.enter(); err != nil {
+		return control.RequestsGrant{}, err
+	}
+	now := f.clk.now().UnixMilli()
+	var hs []hit
+	n := 0
+	for _, h := range f.window[ws] {
+		if h.at > now-1000 {
+			if back.N > 0 && h.at == back.At {
+				b := min(back.N, h.n)
+				h.n -= b
+				back.N -= b
+			}
+			hs = append(hs, h)
+			n += h.n
+		}
+	}
+	g := control.RequestsGrant{At: now, Granted: max(min(want, rps-n), 0)}
+	if g.Granted > 0 {
+		hs = append(hs, hit{now, g.Granted})
+	}
+	f.window[ws] = hs
+	g.Remaining = max(rps-n-g.Granted, 0)
+	if g.Remaining == 0 && len(hs) > 0 {
+		g.ResetMS = max(hs[0].at+1000-now, 1)
+	}
+	return g, nil
 }
 
 func (f *fakeStore) RenewLeases(_ context.Context, holder string, ttl time.Duration) error {

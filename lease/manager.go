@@ -26,14 +26,22 @@ type Config struct {
 	// CharBatch is the most characters a server reserves ahead.
 	CharBatch int64
 	// ExactBelow: a slot limit below it gets no headroom (a share is the
-	// slots in use, given back as they free up).
+	// slots in use, given back as they free up), and an rps limit below it
+	// is counted exactly, a store call per request (Deps.Rates).
 	ExactBelow int
+	// RPSFor is how long a share of the rps window may be used after it
+	// was asked for: the window counts a share as admitted when granted,
+	// so a share used later than that would be counted too short.
+	RPSFor time.Duration
+	// RPSBatch is the most requests one share of the rps window holds
+	// (also at most an eighth of the limit).
+	RPSBatch int
 }
 
 // Defaults are the documented bounds (docs/api.md, "Running several
 // servers").
 var Defaults = Config{TTL: 10 * time.Second, Sync: 500 * time.Millisecond, Idle: 5 * time.Second,
-	SlotBatch: 64, CharBatch: 20_000, ExactBelow: 16}
+	SlotBatch: 64, CharBatch: 20_000, ExactBelow: 16, RPSFor: 200 * time.Millisecond, RPSBatch: 1000}
 
 func (c Config) withDefaults() Config {
 	d := Defaults
@@ -55,6 +63,12 @@ func (c Config) withDefaults() Config {
 	if c.ExactBelow > 0 {
 		d.ExactBelow = c.ExactBelow
 	}
+	if c.RPSFor > 0 {
+		d.RPSFor = c.RPSFor
+	}
+	if c.RPSBatch > 0 {
+		d.RPSBatch = c.RPSBatch
+	}
 	// A lease must be renewed at least twice before it expires.
 	d.Sync = min(d.Sync, d.TTL/3)
 	return d
@@ -64,18 +78,20 @@ func (c Config) withDefaults() Config {
 type Deps struct {
 	Store control.LeaseService
 	// Rates counts requests per second exactly (one store call per request
-	// of a plan with an rps limit); its Acquire is never called.
+	// on a shared store) for rps limits below Config.ExactBelow; its
+	// Acquire is never called.
 	Rates control.Limiter
 	// Billing is the server's default billing mode.
 	Billing string
 	Logger  *slog.Logger
 }
 
-// Manager holds one server's leases. It is a control.Limiter (slots; rates
-// through Deps.Rates) and its Meter a control.Meter.
+// Manager holds one server's leases. It is a control.Limiter (slots and
+// rps shares; small rps limits through Deps.Rates) and its Meter a
+// control.Meter.
 type Manager struct {
 	st      control.LeaseService
-	rates   control.Limiter
+	exact   control.Limiter // small rps limits
 	billing string
 	cfg     Config
 	holder  string
@@ -85,6 +101,7 @@ type Manager struct {
 	mu    sync.Mutex
 	pools map[slotKey]*pool
 	accts map[string]*account
+	rates map[string]*rate
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -104,12 +121,12 @@ func New(d Deps, cfg Config) *Manager {
 	if d.Billing == "" {
 		d.Billing = control.BillingEnforce
 	}
-	m := &Manager{st: d.Store, rates: d.Rates, billing: d.Billing, cfg: cfg.withDefaults(),
+	m := &Manager{st: d.Store, exact: d.Rates, rates: map[string]*rate{}, billing: d.Billing, cfg: cfg.withDefaults(),
 		holder: control.NewID(), log: d.Logger, now: time.Now,
 		pools: map[slotKey]*pool{}, accts: map[string]*account{},
 		wake: make(chan struct{}, 1), done: make(chan struct{})}
-	if m.rates == nil {
-		m.rates = control.NewMemoryLimiter()
+	if m.exact == nil {
+		m.exact = control.NewMemoryLimiter()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
@@ -125,12 +142,6 @@ func (m *Manager) Config() Config { return m.cfg }
 
 // Meter is the Manager's billing side.
 func (m *Manager) Meter() control.Meter { return (*meter)(m) }
-
-// AllowRequest counts one request against ws's requests per second
-// (exactly, through Deps.Rates).
-func (m *Manager) AllowRequest(ctx context.Context, ws string, rps int) (control.RateDecision, error) {
-	return m.rates.AllowRequest(ctx, ws, rps)
-}
 
 // Watch marks a workspace's leases stale when an admin change to it
 // arrives on feed, so that its next request asks the store with the new
@@ -160,7 +171,13 @@ func (m *Manager) Invalidate(ws string) {
 		}
 	}
 	a := m.accts[ws]
+	r := m.rates[ws]
 	m.mu.Unlock()
+	if r != nil {
+		r.mu.Lock()
+		r.stale = true
+		r.mu.Unlock()
+	}
 	for _, p := range ps {
 		p.mu.Lock()
 		p.stale = true
@@ -254,6 +271,9 @@ func (m *Manager) syncAll(ctx context.Context, tick, renew bool) bool {
 	}
 	m.mu.Unlock()
 	now := m.now()
+	if tick {
+		m.rateIdle(now)
+	}
 	untouched := 0
 	for _, p := range pools {
 		want, need := m.poolTarget(p, now, tick)

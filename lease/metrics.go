@@ -9,6 +9,7 @@ type Stats struct {
 	Slots             map[string]SlotStats // by kind
 	Reserved          int64                // characters reserved, not yet charged
 	Unsettled         int64                // characters charged, not yet settled
+	Requests          int                  // requests of rps shares not yet admitted, still valid
 	Workspaces        int                  // workspaces with leases or usage held
 	Syncs, SyncErrors int64                // store calls made, and those that failed
 }
@@ -27,7 +28,12 @@ func (m *Manager) Stats() Stats {
 	for _, a := range m.accts {
 		accts = append(accts, a)
 	}
+	rates := make([]*rate, 0, len(m.rates))
+	for _, r := range m.rates {
+		rates = append(rates, r)
+	}
 	m.mu.Unlock()
+	now := m.now()
 	s := Stats{Slots: map[string]SlotStats{}, Syncs: m.syncs.Load(), SyncErrors: m.syncErrors.Load()}
 	ws := map[string]bool{}
 	for _, p := range pools {
@@ -48,6 +54,14 @@ func (m *Manager) Stats() Stats {
 		a.mu.Unlock()
 		ws[a.ws] = true
 	}
+	for _, r := range rates {
+		r.mu.Lock()
+		if now.Before(r.until) {
+			s.Requests += r.left
+			ws[r.ws] = true
+		}
+		r.mu.Unlock()
+	}
 	s.Workspaces = len(ws)
 	return s
 }
@@ -60,6 +74,8 @@ var (
 		"Characters this server has reserved from workspaces' balances and not yet charged.", nil, nil)
 	descUnsettled = prometheus.NewDesc("voicesvc_lease_unsettled_characters",
 		"Characters charged on this server and not yet written to the store's usage.", nil, nil)
+	descRequests = prometheus.NewDesc("voicesvc_lease_requests",
+		"Requests of workspaces' rps windows this server holds (shares granted, not yet admitted, still valid).", nil, nil)
 	descWorkspaces = prometheus.NewDesc("voicesvc_lease_workspaces",
 		"Workspaces for which this server holds leases.", nil, nil)
 	descSyncs = prometheus.NewDesc("voicesvc_lease_syncs_total",
@@ -72,7 +88,7 @@ func (m *Manager) Collector() prometheus.Collector { return collector{m} }
 type collector struct{ m *Manager }
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descSlots, descReserved, descUnsettled, descWorkspaces, descSyncs} {
+	for _, d := range []*prometheus.Desc{descSlots, descReserved, descUnsettled, descRequests, descWorkspaces, descSyncs} {
 		ch <- d
 	}
 }
@@ -86,6 +102,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReserved, prometheus.GaugeValue, float64(s.Reserved))
 	ch <- prometheus.MustNewConstMetric(descUnsettled, prometheus.GaugeValue, float64(s.Unsettled))
+	ch <- prometheus.MustNewConstMetric(descRequests, prometheus.GaugeValue, float64(s.Requests))
 	ch <- prometheus.MustNewConstMetric(descWorkspaces, prometheus.GaugeValue, float64(s.Workspaces))
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Syncs-s.SyncErrors), "ok")
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.SyncErrors), "error")

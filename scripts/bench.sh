@@ -242,7 +242,8 @@ fi
 # controlplane` starts its own reference servers (unpaced), each with an
 # enterprise workspace that no limit or balance stops, and runs speak "Hi."
 # closed loop at c=16 and c=64 for SQLite billing off, SQLite enforce,
-# Postgres enforce and Postgres off (the Postgres cases need
+# Postgres enforce and Postgres off, and both enforced with an rps limit of
+# 100,000 (the rps window's leases; the Postgres cases need
 # VOICESVC_BENCH_PG, else VOICESVC_TEST_PG), alternated, 3 rounds, medians;
 # with the store round trips per admitted request from
 # voicesvc_store_duration_seconds (controlplane/: results.json, table.txt).

@@ -67,6 +67,7 @@ const (
 	mSettleBilling
 	mRenewLeases
 	mDropLeases
+	mLeaseRequests
 	storeMethods
 )
 
@@ -115,6 +116,7 @@ var storeMethodNames = [storeMethods]string{
 	"SettleBilling",
 	"RenewLeases",
 	"DropLeases",
+	"LeaseRequests",
 }
 
 // NewTimedStore times every call of s in h (voicesvc_store_duration_seconds,
@@ -349,4 +351,9 @@ func (ts *timedStore) RenewLeases(ctx context.Context, holder string, ttl time.D
 func (ts *timedStore) DropLeases(ctx context.Context, holder string) error {
 	defer ts.done(mDropLeases, time.Now())
 	return ts.s.DropLeases(ctx, holder)
+}
+
+func (ts *timedStore) LeaseRequests(ctx context.Context, ws string, rps, want int, back control.RequestsBack) (control.RequestsGrant, error) {
+	defer ts.done(mLeaseRequests, time.Now())
+	return ts.s.LeaseRequests(ctx, ws, rps, want, back)
 }

@@ -89,7 +89,9 @@ func parseServeConfig(args []string, stderr io.Writer) (serveConfig, error) {
 	fs.DurationVar(&c.Lease.Idle, "lease-idle", lease.Defaults.Idle, "a workspace without requests this long gives its leases back; env VOICESVC_LEASE_IDLE")
 	fs.IntVar(&c.Lease.SlotBatch, "lease-slots", lease.Defaults.SlotBatch, "most concurrency slots a server holds beyond those in use (per workspace; also at most an eighth of the limit); env VOICESVC_LEASE_SLOTS")
 	fs.Int64Var(&c.Lease.CharBatch, "lease-chars", lease.Defaults.CharBatch, "most characters a server reserves ahead (per workspace; also at most a quarter of the balance left); env VOICESVC_LEASE_CHARS")
-	fs.IntVar(&c.Lease.ExactBelow, "lease-exact-below", lease.Defaults.ExactBelow, "slot limits below this are shared exactly: a server holds only the slots in use; env VOICESVC_LEASE_EXACT_BELOW")
+	fs.IntVar(&c.Lease.ExactBelow, "lease-exact-below", lease.Defaults.ExactBelow, "slot and rps limits below this are shared exactly: a server holds only the slots in use, and counts each request in the store; env VOICESVC_LEASE_EXACT_BELOW")
+	fs.IntVar(&c.Lease.RPSBatch, "lease-requests", lease.Defaults.RPSBatch, "most requests of a workspace's rps window a server takes at once (also at most an eighth of the limit); env VOICESVC_LEASE_REQUESTS")
+	fs.DurationVar(&c.Lease.RPSFor, "lease-requests-for", lease.Defaults.RPSFor, "how long a server may use a share of the rps window after asking for it; env VOICESVC_LEASE_REQUESTS_FOR")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with any of these settings (keys: the flag names, - or _) and the upstream engines (engines:); flags and environment override it; env VOICESVC_CONFIG")
 	if err := fs.Parse(args); err != nil {
 		return c, err
@@ -127,6 +129,7 @@ var serveEnv = map[string]string{
 	"config": "VOICESVC_CONFIG", "leases": "VOICESVC_LEASES", "lease-ttl": "VOICESVC_LEASE_TTL",
 	"lease-sync": "VOICESVC_LEASE_SYNC", "lease-idle": "VOICESVC_LEASE_IDLE", "lease-slots": "VOICESVC_LEASE_SLOTS",
 	"lease-chars": "VOICESVC_LEASE_CHARS", "lease-exact-below": "VOICESVC_LEASE_EXACT_BELOW",
+	"lease-requests": "VOICESVC_LEASE_REQUESTS", "lease-requests-for": "VOICESVC_LEASE_REQUESTS_FOR",
 }
 
 // applyEnv sets every flag not given on the command line from its
@@ -187,6 +190,10 @@ func (c serveConfig) validate() error {
 		return badSetting("lease-chars", fmt.Sprint(c.Lease.CharBatch), "want at least 1")
 	case c.Lease.ExactBelow < 1:
 		return badSetting("lease-exact-below", fmt.Sprint(c.Lease.ExactBelow), "want at least 1")
+	case c.Lease.RPSBatch < 1:
+		return badSetting("lease-requests", fmt.Sprint(c.Lease.RPSBatch), "want at least 1")
+	case c.Lease.RPSFor < 10*time.Millisecond || c.Lease.RPSFor > time.Second:
+		return badSetting("lease-requests-for", c.Lease.RPSFor.String(), "want 10ms to 1s")
 	case (c.TLSCert == "") != (c.TLSKey == ""):
 		return badSetting("tls-key", fmt.Sprintf("%q", c.TLSKey), "--tls-cert and --tls-key go together")
 	}

@@ -184,7 +184,8 @@ func TestLeaseFlags(t *testing.T) {
 	}
 	c, err := parseServeConfig(nil, io.Discard)
 	if err != nil || !c.Leases || c.Lease.TTL != 10*time.Second || c.Lease.Sync != 500*time.Millisecond ||
-		c.Lease.SlotBatch != 64 || c.Lease.CharBatch != 20_000 || c.Lease.ExactBelow != 16 {
+		c.Lease.SlotBatch != 64 || c.Lease.CharBatch != 20_000 || c.Lease.ExactBelow != 16 ||
+		c.Lease.RPSBatch != 1000 || c.Lease.RPSFor != 200*time.Millisecond {
 		t.Fatalf("defaults: %+v %v", c.Lease, err)
 	}
 	t.Setenv("VOICESVC_LEASES", "false")
@@ -202,6 +203,9 @@ func TestLeaseFlags(t *testing.T) {
 		{"--lease-chars", "-1"},
 		{"--lease-exact-below", "0"},
 		{"--lease-idle", "0"},
+		{"--lease-requests", "0"},
+		{"--lease-requests-for", "5ms"},
+		{"--lease-requests-for", "2s"},
 	} {
 		if _, err := parseServeConfig(bad, io.Discard); err == nil {
 			t.Errorf("%v accepted", bad)

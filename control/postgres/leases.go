@@ -141,3 +141,18 @@ func (db *DB) DropLeases(ctx context.Context, holder string) (err error) {
 	}
 	return nil
 }
+
+// LeaseRequests grants a share of ws's rps window (limiter_rate_lease,
+// migration 010): recorded in the window of limiter_rate_take, so that
+// servers that ask per request and servers that hold shares count each
+// other.
+func (db *DB) LeaseRequests(ctx context.Context, ws string, rps, want int, back control.RequestsBack) (g control.RequestsGrant, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	err = db.pool.QueryRow(ctx, `SELECT granted, remaining, reset_ms, at_ms FROM limiter_rate_lease($1, $2, $3, $4, $5)`,
+		ws, rps, want, back.At, back.N).Scan(&g.Granted, &g.Remaining, &g.ResetMS, &g.At)
+	if err != nil {
+		return control.RequestsGrant{}, fmt.Errorf("postgres: lease requests: %w", err)
+	}
+	return g, nil
+}

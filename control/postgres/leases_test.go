@@ -42,6 +42,21 @@ func TestLeasesWithOldServers(t *testing.T) {
 		l.Release()
 	}
 
+	// Requests per second: the old server's per-request admissions count
+	// against a share of the window, and a share against them.
+	for i := 0; i < 30; i++ {
+		if _, err := old.AllowRequest(ctx, w.ID, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	g, err := db.LeaseRequests(ctx, w.ID, 100, 100, control.RequestsBack{})
+	if err != nil || g.Granted != 70 || g.Remaining != 0 {
+		t.Fatalf("share beside 30 old requests: %+v %v; want 70", g, err)
+	}
+	if _, err := old.AllowRequest(ctx, w.ID, 100); !control.IsCode(err, control.ERateLimited) {
+		t.Fatalf("old server past the window beside a share: %v", err)
+	}
+
 	// Billing: an old server's charge leaves the reservations alone.
 	month := control.Month(time.Now())
 	r, err := db.SettleBilling(ctx, "new-server", control.BillingSettle{WS: w.ID, Month: month, Allowance: 100,

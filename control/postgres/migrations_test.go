@@ -29,7 +29,7 @@ func TestMigratedFunctions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"billing_charge/6", "billing_daily_add/3", "limiter_now_ms/0", "limiter_rate_take/2", "limiter_slot_take/7", "limiter_slots_lease/7", "limiter_slots_release/1"}
+	want := []string{"billing_charge/6", "billing_daily_add/3", "limiter_now_ms/0", "limiter_rate_lease/5", "limiter_rate_take/2", "limiter_slot_take/7", "limiter_slots_lease/7", "limiter_slots_release/1"}
 	if !slices.Equal(got, want) {
 		t.Errorf("functions %v, want %v", got, want)
 	}

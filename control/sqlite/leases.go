@@ -152,3 +152,49 @@ func (db *DB) DropLeases(ctx context.Context, holder string) (err error) {
 		return nil
 	})
 }
+
+// LeaseRequests grants a share of ws's rps window (rate_window, migration
+// 006), like Postgres's: a second process on the same file shares the
+// window.
+func (db *DB) LeaseRequests(ctx context.Context, ws string, rps, want int, back control.RequestsBack) (g control.RequestsGrant, err error) {
+	ctx, end := db.call(ctx)
+	defer end(&err)
+	now := db.now().UnixMilli()
+	err = db.update(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM rate_window WHERE workspace_id = ? AND at <= ?`, ws, now-1000); err != nil {
+			return err
+		}
+		if back.N > 0 {
+			if _, err := tx.ExecContext(ctx, `UPDATE rate_window SET n = max(n - ?, 0) WHERE workspace_id = ? AND at = ?`,
+				back.N, ws, back.At); err != nil {
+				return err
+			}
+		}
+		var n int
+		var oldest sql.NullInt64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0), min(at) FROM rate_window WHERE workspace_id = ?`,
+			ws).Scan(&n, &oldest); err != nil {
+			return err
+		}
+		g.At = now
+		g.Granted = max(min(want, rps-n), 0)
+		if g.Granted > 0 {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO rate_window (workspace_id, at, n) VALUES (?, ?, ?)
+				ON CONFLICT (workspace_id, at) DO UPDATE SET n = n + excluded.n`, ws, now, g.Granted); err != nil {
+				return err
+			}
+			if !oldest.Valid {
+				oldest = sql.NullInt64{Int64: now, Valid: true}
+			}
+		}
+		g.Remaining = max(rps-n-g.Granted, 0)
+		if g.Remaining == 0 && oldest.Valid {
+			g.ResetMS = max(oldest.Int64+1000-now, 1)
+		}
+		return nil
+	})
+	if err != nil {
+		return control.RequestsGrant{}, fmt.Errorf("sqlite: lease requests: %w", err)
+	}
+	return g, nil
+}

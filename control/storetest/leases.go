@@ -144,3 +144,56 @@ func testSettleBilling(t *testing.T, s control.Store) {
 		t.Fatalf("unknown workspace: %v", err)
 	}
 }
+
+// testLeaseRequests: shares of the rps window are never more than the
+// limit less what the window holds (concurrent askers included), a full
+// window says when it admits one more, a give-back frees its requests,
+// and a second later the window is empty again.
+func testLeaseRequests(t *testing.T, s control.Store) {
+	ctx := t.Context()
+	ws := mustWorkspace(t, s, "pro").ID
+	g1, err := s.LeaseRequests(ctx, ws, 100, 30, control.RequestsBack{})
+	if err != nil || g1.Granted != 30 || g1.Remaining != 70 || g1.ResetMS != 0 {
+		t.Fatalf("first share: %+v %v; want 30 granted, 70 remaining", g1, err)
+	}
+	if g, _ := s.LeaseRequests(ctx, ws, 100, 80, control.RequestsBack{}); g.Granted != 70 || g.Remaining != 0 {
+		t.Fatalf("second share: %+v; want what is left, 70", g)
+	}
+	g, err := s.LeaseRequests(ctx, ws, 100, 5, control.RequestsBack{})
+	if err != nil || g.Granted != 0 || g.ResetMS <= 0 || g.ResetMS > 1016 { // Postgres: 16 ms buckets above 64 rps
+		t.Fatalf("full window: %+v %v; want nothing, reset within a second (and a bucket)", g, err)
+	}
+	// 10 of the first share unused come back, once.
+	if g, _ := s.LeaseRequests(ctx, ws, 100, 20, control.RequestsBack{At: g1.At, N: 10}); g.Granted != 10 {
+		t.Fatalf("after giving back 10: %+v", g)
+	}
+	// Concurrent askers wanting more than the limit together.
+	ws2 := mustWorkspace(t, s, "pro").ID
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	for i := 0; i < 8; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g, err := s.LeaseRequests(ctx, ws2, 100, 20, control.RequestsBack{})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			total += g.Granted
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	if total != 100 {
+		t.Fatalf("concurrent shares sum to %d of 100", total)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	// The window moved on: a give-back of an expired share frees nothing
+	// more than the window has.
+	if g, _ := s.LeaseRequests(ctx, ws, 100, 200, control.RequestsBack{At: g1.At, N: 20}); g.Granted != 100 || g.Remaining != 0 {
+		t.Fatalf("a second later: %+v; want the whole limit", g)
+	}
+}

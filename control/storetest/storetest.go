@@ -53,6 +53,7 @@ func Run(t *testing.T, open func(t *testing.T) control.Store) {
 		{"LeaseSlots", testLeaseSlots},
 		{"LeaseExpiry", testLeaseExpiry},
 		{"SettleBilling", testSettleBilling},
+		{"LeaseRequests", testLeaseRequests},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
