@@ -34,6 +34,22 @@ func eventuallyUsed(t testing.TB, db, ws string, want int64) int64 {
 	}
 }
 
+// settledUsed is the used characters once the servers have settled what
+// they synthesized: the same in two reads a lease sync apart.
+func settledUsed(t testing.TB, db, ws string) int64 {
+	t.Helper()
+	used := usedOf(t, db, ws)
+	for range 10 {
+		time.Sleep(700 * time.Millisecond) // more than --lease-sync (500 ms)
+		now := usedOf(t, db, ws)
+		if now == used {
+			break
+		}
+		used = now
+	}
+	return used
+}
+
 func remainingOf(t testing.TB, r *resp) int64 {
 	t.Helper()
 	n, err := strconv.ParseInt(r.header.Get("X-Billing-Remaining"), 10, 64)

@@ -154,7 +154,7 @@ func TestDeepgramWorkspaceRules(t *testing.T) {
 
 	t.Run("billed = characters synthesized", func(t *testing.T) {
 		parts := []string{"Hello there. ", "This is the socket, ", "billed as text arrives."}
-		before := usedOf(t, srv.DB, e.ws)
+		before := settledUsed(t, srv.DB, e.ws) // (the last subtest's speaks included)
 		s, _ := dgDial(t, srv, e.key, model+"&encoding=mulaw")
 		for _, p := range parts {
 			s.send("Speak", p)
