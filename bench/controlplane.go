@@ -66,6 +66,28 @@ var DefaultCPCases = []CPCase{{"sqlite-off", "sqlite", "off", 0}, {"sqlite-enfor
 	{"postgres-enforce", "postgres", "enforce", 0}, {"postgres-off", "postgres", "off", 0},
 	{"sqlite-enforce-rps", "sqlite", "enforce", 100_000}, {"postgres-enforce-rps", "postgres", "enforce", 100_000}}
 
+// selectCPCases picks DefaultCPCases named in names (comma separated;
+// empty: all), in their order, leaving out the Postgres ones without pg.
+func selectCPCases(names string, pg bool) ([]CPCase, error) {
+	want := map[string]bool{}
+	for _, c := range splitList(names) {
+		want[c] = true
+	}
+	filtered := len(want) > 0
+	var cases []CPCase
+	for _, c := range DefaultCPCases {
+		if c.Store == "postgres" && !pg || filtered && !want[c.Name] {
+			continue
+		}
+		delete(want, c.Name) // found: what stays in want names no case
+		cases = append(cases, c)
+	}
+	for c := range want {
+		return nil, fmt.Errorf("no case %q (or it needs --pg)", c)
+	}
+	return cases, nil
+}
+
 func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("voicesvc bench controlplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -96,19 +118,9 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		o.Levels = append(o.Levels, n)
 	}
 	o.Args = strings.Fields(extra)
-	want := map[string]bool{}
-	for _, c := range splitList(cases) {
-		want[c] = true
-	}
-	for _, c := range DefaultCPCases {
-		if c.Store == "postgres" && o.PG == "" || len(want) > 0 && !want[c.Name] {
-			continue
-		}
-		delete(want, c.Name)
-		o.Cases = append(o.Cases, c)
-	}
-	for c := range want {
-		fmt.Fprintf(stderr, "bench: no case %q (or it needs --pg)\n", c)
+	var err error
+	if o.Cases, err = selectCPCases(cases, o.PG != ""); err != nil {
+		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
 	res, err := ControlPlane(ctx, o)
