@@ -109,13 +109,21 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 	case <-ctx.Done():
 		return sample{start: time.Now(), err: "client:timeout"}
 	}
-	// The next socket is dialled now, while this one speaks: by its turn
-	// it has been open a while, as an agent's pre-opened connection, and as
-	// the native scenario's sessions (dialled up front, then idle).
-	sc.dialAhead(ctx, slot)
 	if d.conn == nil {
+		sc.dialAhead(ctx, slot)
 		return sample{start: time.Now(), err: d.err}
 	}
+	// The next socket is dialled once this one's first audio byte is in,
+	// while it speaks: by its turn it has been open a while, as an agent's
+	// pre-opened connection and the native scenario's sessions (dialled up
+	// front, then idle), and its handshake is in no first byte's time
+	// (the native sessions' are in none either).
+	dialled := false
+	defer func() {
+		if !dialled {
+			sc.dialAhead(ctx, slot)
+		}
+	}()
 	c := d.conn
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
@@ -157,6 +165,8 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 		if m.Audio != nil && *m.Audio != "" {
 			if s.ttfb == 0 {
 				s.ttfb = now.Sub(start)
+				sc.dialAhead(ctx, slot)
+				dialled = true
 			} else {
 				s.gaps = append(s.gaps, Ms(now.Sub(last)))
 			}
