@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 	"voicesvc/web"
 )
 
@@ -138,7 +139,7 @@ func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFu
 			p, err = s.sessionOnly(ctx)
 		case rt.auth != nil:
 			if p, err = rt.auth(ctx); err == nil && !p.Has(rt.scope) {
-				p, err = nil, scopeError(rt.scope)
+				p, err = nil, synth.ScopeError(rt.scope)
 			}
 		default:
 			p, err = s.authenticate(ctx, rt)

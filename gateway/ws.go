@@ -162,7 +162,7 @@ func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subp
 	if err == nil {
 		// The core's admission of a session: the engine, the balance, a
 		// session slot, the streaming feature, a stream slot, the token.
-		a, err = s.core.Admit(ctx, p, synth.Ask{Streaming: true, Session: true})
+		a, err = s.core.Admit(ctx, p, synth.SessionAsk)
 		setAdmissionHeaders(ctx, a, err)
 	}
 	if err != nil {
