@@ -16,6 +16,7 @@ import (
 
 	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
 	"voicesvc/netpoll"
@@ -171,8 +172,12 @@ func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subp
 	}
 	reqID := string(web.RequestID(ctx))
 	authAt := reqStart(ctx)
-	env := web.SessionEnv{Principal: p, Admission: a,
-		Observer: s.wsObserverFor(ctx, h.Series(telemetry.WebSocket))} // metrics and spans (wsobserve.go)
+	// The contexts' metrics and spans, linked to the handshake's span.
+	o := &sessions.Observer{Series: h.Series(telemetry.WebSocket), Contexts: s.synth.m.Contexts, Tracer: s.tracer}
+	if rs := requestSpan(ctx); rs != nil {
+		o.Link = trace.Link{SpanContext: rs.span.SpanContext()}
+	}
+	env := web.SessionEnv{Principal: p, Admission: a, Observer: o}
 	w := s.ws
 	up := newWSUpgrade(ctx, subprotocols)
 	wsID, keyID, keyExpires := p.WorkspaceID, p.KeyID, p.ExpiresAt
