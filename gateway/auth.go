@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/synth"
 )
 
 var (
@@ -56,7 +57,7 @@ func (s *Server) authenticate(ctx *fasthttp.RequestCtx, rt *route) (*control.Pri
 		return nil, err
 	}
 	if !p.Has(rt.scope) {
-		return nil, scopeError(rt.scope)
+		return nil, synth.ScopeError(rt.scope)
 	}
 	return p, nil
 }
@@ -72,12 +73,3 @@ func bearer(ctx *fasthttp.RequestCtx) []byte {
 
 // authKey resolves an API key (the core's credentials).
 func (s *Server) authKey(key []byte) (*control.Principal, error) { return s.core.AuthKey(key) }
-
-// scopeError names the scope the route needs, so that a client (and the
-// dashboard) can say what the key lacks.
-func scopeError(scope string) error {
-	if scope == control.ScopeAnyKey {
-		return control.Errorf(control.EInsufficientScope, "this endpoint takes an API key of the workspace or its dashboard session")
-	}
-	return control.Errorf(control.EInsufficientScope, "the API key lacks the scope %q this endpoint requires", scope)
-}

@@ -258,9 +258,11 @@ func TestElevenLabsSocketAuth(t *testing.T) {
 		}
 		c.Close()
 	}
-	_, r, err := ss.elDial(ss.voice, "stream-input", "", nil)
+	// A bad credential in the handshake is refused there (none at all
+	// waits for the first message: elevenlabs_firstmsg_test.go).
+	_, r, err := ss.elDial(ss.voice, "stream-input", "xi-api-key=vsk_nope", nil)
 	if err == nil || r == nil || r.StatusCode != 401 {
-		t.Fatalf("no credentials: %v %v", err, r)
+		t.Fatalf("bad credentials: %v %v", err, r)
 	}
 	b, _ := io.ReadAll(r.Body)
 	if !strings.Contains(string(b), `"status":"invalid_api_key"`) {

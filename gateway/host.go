@@ -68,6 +68,9 @@ func (h *protoHost) Handle(r web.Route, handler web.Handler) {
 	}
 	rt := s.apiRoute(name, r.Scope, creds(r.Creds))
 	rt.auth, rt.cors = r.Auth, !r.Root || r.CORS
+	if rt.firstMessage = r.FirstMessage; rt.firstMessage != nil && (r.Auth == nil || rt.firstMessage.Auth == nil) {
+		panic("gateway: route " + name + ": FirstMessage needs Route.Auth and FirstMessage.Auth")
+	}
 	if r.Idempotent {
 		handler = s.idempotent(handler, r.Fingerprint)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
@@ -14,11 +15,13 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"voicesvc/control"
+	"voicesvc/sessions"
+	"voicesvc/synth"
 	"voicesvc/web"
 )
 
-// handlerFunc is an authenticated API handler: p is never nil and has the
-// route's scope. It must end in exactly one answer (web.WriteData, an audio body, or writeError), and
+// handlerFunc is an authenticated API handler: p has the route's scope (nil only
+// as web.Route.FirstMessage says). It must end in exactly one answer (web.WriteData, an audio body, or writeError), and
 // must not keep ctx after it returns. p belongs to this request alone and
 // is never changed by the server, so a stream writer may keep it.
 type handlerFunc = web.Handler
@@ -53,6 +56,8 @@ type route struct {
 	// auth, when set, authenticates instead of the header forms (a
 	// protocol's own credentials, web.Route.Auth).
 	auth func(ctx *fasthttp.RequestCtx) (*control.Principal, error)
+	// firstMessage: web.Route.FirstMessage.
+	firstMessage *sessions.FirstMessage
 
 	latency prometheus.Observer
 	byCode  [500]atomic.Pointer[prometheus.Counter] // status 100-599
@@ -138,7 +143,12 @@ func (s *Server) handle(g registrar, method, path string, rt *route, h handlerFu
 			p, err = s.sessionOnly(ctx)
 		case rt.auth != nil:
 			if p, err = rt.auth(ctx); err == nil && !p.Has(rt.scope) {
-				p, err = nil, scopeError(rt.scope)
+				p, err = nil, synth.ScopeError(rt.scope)
+			}
+			if err != nil && rt.firstMessage != nil && errors.Is(err, sessions.ErrNoCredentials) && isWebSocketHandshake(ctx) {
+				ctx.SetUserValueBytes(firstMessageKey, rt) // Upgrade admits by the first message
+				h(ctx, nil)
+				return
 			}
 		default:
 			p, err = s.authenticate(ctx, rt)

@@ -116,6 +116,9 @@ type Config struct {
 	// WSIdleTimeout ends a realtime session without client messages or
 	// synthesis for this long (session_ended idle); 0: 600 s (ws.go).
 	WSIdleTimeout time.Duration
+	// WSFirstMessageTimeout bounds the wait for the first message of a
+	// socket that brings its credentials in it; 0: 5 s (sessions.FirstMessage).
+	WSFirstMessageTimeout time.Duration
 	// TLSCert and TLSKey, both set, make Serve answer TLS (HTTP/1.1 and
 	// WebSockets over it) with these PEM files.
 	TLSCert, TLSKey string

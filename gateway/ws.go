@@ -12,10 +12,12 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/websocket"
 	"github.com/valyala/fasthttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"voicesvc/control"
 	"voicesvc/netpoll"
@@ -59,7 +61,18 @@ type wsState struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// firstPending counts the sockets waiting for their first message
+	// (sessions.FirstMessage): they hold no slot of any workspace, so
+	// this bounds them, beyond which a handshake is refused 503.
+	firstPending atomic.Int32
 }
+
+// maxFirstMessagePending bounds wsState.firstPending.
+const maxFirstMessagePending = 1024
+
+// firstMessageKey is the ctx user value by which the route wrapper hands
+// a handshake without credentials on a FirstMessage route to Upgrade.
+var firstMessageKey = []byte("voicesvc.firstMessage")
 
 // shutdownLinger is how long shutdown still waits for sessions once its
 // grace is over: each sends its last frames and close (bounded by the
@@ -67,9 +80,11 @@ type wsState struct {
 const shutdownLinger = 2 * time.Second
 
 var (
-	hdrWSKey        = []byte("Sec-WebSocket-Key")
-	hdrWSVersion    = []byte("Sec-WebSocket-Version")
-	errNotWebSocket = control.Errorf(control.EInvalidRequest, "a WebSocket handshake (version 13) is required")
+	hdrWSKey            = []byte("Sec-WebSocket-Key")
+	hdrWSVersion        = []byte("Sec-WebSocket-Version")
+	errNotWebSocket     = control.Errorf(control.EInvalidRequest, "a WebSocket handshake (version 13) is required")
+	errFirstMessageBusy = &control.Error{Code: control.EUnavailable, RetryAfter: 1,
+		Message: "too many sockets are waiting for their first message; retry"}
 )
 
 // wsInit makes the WebSocket machinery (called from routes).
@@ -151,18 +166,28 @@ func (w *wsState) sessionPoller() *netpoll.Poller {
 }
 
 // Upgrade checks the handshake, admits the session with the core, then
-// upgrades and serves it (web.Host). p passed the route wrapper.
+// upgrades and serves it (web.Host). p passed the route wrapper; nil: the
+// handshake had no credentials, and the socket's first message brings
+// them (sessions.FirstMessage: read, refused or admitted after the 101).
 func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subprotocols []string, open web.OpenSession) {
-	s := h.s
+	s, w := h.s, h.s.ws
 	var err error
 	if !isWebSocketHandshake(ctx) {
 		err = errNotWebSocket
 	}
 	var a *synth.Admission
-	if err == nil {
+	first, _ := ctx.UserValueBytes(firstMessageKey).(*route)
+	switch {
+	case err != nil:
+	case p == nil && first == nil:
+		err = errUnauthorized // only the route wrapper makes a nil p, and only so
+	case p == nil && w.firstPending.Add(1) > maxFirstMessagePending:
+		w.firstPending.Add(-1)
+		err = errFirstMessageBusy
+	case p != nil:
 		// The core's admission of a session: the engine, the balance, a
 		// session slot, the streaming feature, a stream slot, the token.
-		a, err = s.core.Admit(ctx, p, synth.Ask{Streaming: true, Session: true})
+		a, err = s.core.Admit(ctx, p, synth.SessionAsk)
 		setAdmissionHeaders(ctx, a, err)
 	}
 	if err != nil {
@@ -171,65 +196,97 @@ func (h *protoHost) Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subp
 	}
 	reqID := string(web.RequestID(ctx))
 	authAt := reqStart(ctx)
-	env := web.SessionEnv{Principal: p, Admission: a,
-		Observer: s.wsObserverFor(ctx, h.Series(telemetry.WebSocket))} // metrics and spans (wsobserve.go)
-	w := s.ws
+	// The contexts' metrics and spans, linked to the handshake's span.
+	o := &sessions.Observer{Series: h.Series(telemetry.WebSocket), Contexts: s.synth.m.Contexts, Tracer: s.tracer}
+	if rs := requestSpan(ctx); rs != nil {
+		o.Link = trace.Link{SpanContext: rs.span.SpanContext()}
+	}
+	env := web.SessionEnv{Principal: p, Admission: a, Observer: o}
 	up := newWSUpgrade(ctx, subprotocols)
-	wsID, keyID, keyExpires := p.WorkspaceID, p.KeyID, p.ExpiresAt
 	// The upgrader writes the 101 (with up.hdr) on the hijacked socket;
 	// fasthttp writes nothing. The status is for metrics and the log.
 	ctx.SetStatusCode(fasthttp.StatusSwitchingProtocols)
 	ctx.HijackSetNoResponse(true)
 	w.wg.Add(1)
 	ctx.Hijack(func(c net.Conn) {
-		// fasthttp runs this on a goroutine of its own, without a recover.
+		// fasthttp runs this on a goroutine of its own, without a recover
+		// (upgrade, Accept and serveSession recover their own panics).
 		conn, buffered, err := w.upgrade(c, up)
+		if p == nil {
+			if err == nil {
+				// Before the first message: a revocation from now on ends
+				// the session (the registry checks from authAt).
+				authAt = time.Now()
+				env.Principal, env.Admission, buffered, err = first.firstMessage.Accept(w.ctx, conn, buffered,
+					s.cfg.WSFirstMessageTimeout, func(p *control.Principal) (*synth.Admission, error) {
+						return s.core.AdmitSession(w.ctx, p, first.scope)
+					})
+				if err != nil {
+					conn.Close()
+				}
+			}
+			w.firstPending.Add(-1)
+		}
 		if err != nil {
 			// Nothing was promised to the client (the 101 was not
-			// written) and the handshake charged nothing.
+			// written, or the first message was refused) and nothing
+			// was charged.
 			w.wg.Done()
 			a.Done(0)
-			s.log.Info("websocket upgrade failed", "request_id", reqID, "err", err)
+			s.log.Info("websocket session not served", "request_id", reqID, "err", err)
 			return
 		}
-		opened := time.Now()
-		s.synth.m.Sessions.Inc()
-		var x web.Session
-		var once sync.Once
-		done := func(rerr error) {
-			once.Do(func() {
-				if x != nil {
-					w.reg.Remove(x, keyID)
-				}
-				// fasthttp keeps hijacked connections open
-				// (KeepHijackedConns): closing it is ours.
-				conn.Close()
-				a.Done(0) // the handshake charged nothing: no refund call
-				s.synth.m.Sessions.Dec()
-				w.wg.Done()
-				s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
-					"duration", time.Since(opened), "reason", errText(rerr))
-			})
-		}
-		defer func() {
-			// A panic here would end the process. Past Serve's start the
-			// session recovers its own and calls done; before, this ends
-			// it (closing the socket ends whatever of it already runs,
-			// and once keeps a later done from releasing twice).
-			if v := recover(); v != nil {
-				s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
-				done(fmt.Errorf("panic: %v", v))
-			}
-		}()
-		x = open(conn, env)
-		w.reg.Add(x, keyID, keyExpires, authAt)
-		// The session runs on no goroutine of its own: the poller starts
-		// one when its client sends (sessions.Serve). done runs on the
-		// session's last goroutine once it has ended.
-		x.Serve(w.ctx, w.sessionPoller(), buffered, done)
-		// Returning lets fasthttp put the RequestCtx and its reader back in
-		// their pools while the session runs.
+		s.serveSession(conn, buffered, env, open, reqID, authAt)
 	})
+}
+
+// serveSession serves an upgraded, admitted socket: open makes its
+// session, registered under its principal's key (authenticated at authAt:
+// a revocation since ends it), served on the poller with buffered (the
+// client's bytes already read) decoded first. Once the session is over the
+// socket is closed, the admission ended and w.wg released (the caller
+// added to it). It runs on the hijack handler's goroutine.
+func (s *Server) serveSession(conn *websocket.Conn, buffered []byte, env web.SessionEnv, open web.OpenSession,
+	reqID string, authAt time.Time) {
+	w, a := s.ws, env.Admission
+	wsID, keyID, keyExpires := env.Principal.WorkspaceID, env.Principal.KeyID, env.Principal.ExpiresAt
+	opened := time.Now()
+	s.synth.m.Sessions.Inc()
+	var x web.Session
+	var once sync.Once
+	done := func(rerr error) {
+		once.Do(func() {
+			if x != nil {
+				w.reg.Remove(x, keyID)
+			}
+			// fasthttp keeps hijacked connections open
+			// (KeepHijackedConns): closing it is ours.
+			conn.Close()
+			a.Done(0) // the handshake charged nothing: no refund call
+			s.synth.m.Sessions.Dec()
+			w.wg.Done()
+			s.log.Info("websocket session closed", "request_id", reqID, "workspace", wsID,
+				"duration", time.Since(opened), "reason", errText(rerr))
+		})
+	}
+	defer func() {
+		// A panic here would end the process. Past Serve's start the
+		// session recovers its own and calls done; before, this ends
+		// it (closing the socket ends whatever of it already runs,
+		// and once keeps a later done from releasing twice).
+		if v := recover(); v != nil {
+			s.log.Error("panic in websocket session", "request_id", reqID, "panic", v, "stack", string(debug.Stack()))
+			done(fmt.Errorf("panic: %v", v))
+		}
+	}()
+	x = open(conn, env)
+	w.reg.Add(x, keyID, keyExpires, authAt)
+	// The session runs on no goroutine of its own: the poller starts
+	// one when its client sends (sessions.Serve). done runs on the
+	// session's last goroutine once it has ended.
+	x.Serve(w.ctx, w.sessionPoller(), buffered, done)
+	// Returning lets fasthttp put the RequestCtx and its reader back in
+	// their pools while the session runs.
 }
 
 // wsUpgrade is what the hijack handler needs from the handshake request,

@@ -17,6 +17,10 @@
 //     the session and stream slots before upgrading, answering the documented
 //     statuses with their bodies; consume the token only once the upgrade
 //     is certain; set X-Billing-Remaining and RateLimit headers on the 101.
+//   - Or, on a socket whose credential comes in its first message
+//     (FirstMessage), upgrade first and Accept: it reads that message,
+//     authenticates, admits or refuses, and hands back every byte read
+//     for Serve.
 //   - Upgrader: a small ReadBufferSize (the session decodes frames from
 //     the socket itself, so the Conn's reader is never read; 125 is the
 //     least the library takes), WriteBufferSize 1024 with one shared

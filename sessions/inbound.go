@@ -37,6 +37,9 @@ type inbound struct {
 	msg  *bytes.Buffer // its payload so far (readBufs)
 	hr   bytes.Reader  // over hdr, for ws.ReadHeaderBuffer
 	tmp  [ws.MaxHeaderSize - 2]byte
+	// frames counts the frames begun since reset, which the first-message
+	// reader bounds (firstmessage.go).
+	frames int
 }
 
 // eventKind is what next found.
@@ -167,6 +170,7 @@ func (in *inbound) startFrame(max int64) error {
 		}
 	}
 	in.h, in.in, in.off, in.nctl = h, true, 0, 0
+	in.frames++
 	return nil
 }
 
@@ -203,7 +207,7 @@ func (in *inbound) idle() bool { return !in.in && in.nhdr == 0 && in.op == 0 }
 // reset makes the inbound ready for another connection.
 func (in *inbound) reset() {
 	in.release()
-	in.nhdr, in.in, in.nctl = 0, false, 0
+	in.nhdr, in.in, in.nctl, in.frames = 0, false, 0, 0
 }
 
 // parseClose checks a close frame's payload (RFC 6455 5.5.1, 7.4): none,

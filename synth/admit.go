@@ -48,6 +48,35 @@ func (s *Service) AllowRequest(ctx context.Context, p *control.Principal) (contr
 	return d, err
 }
 
+// AdmitSession is the whole admission of a realtime session whose
+// principal is known only once the socket is open (its credential in its
+// first message, sessions.FirstMessage): the scope its route needs, the
+// request rate, then Admit as a session. A handshake's session passes the
+// same steps where their answers are HTTP headers: the route wrapper's
+// scope and AllowRequest, then Admit(SessionAsk) at the upgrade.
+func (s *Service) AdmitSession(ctx context.Context, p *control.Principal, scope string) (*Admission, error) {
+	if !p.Has(scope) {
+		return nil, ScopeError(scope)
+	}
+	if _, err := s.AllowRequest(ctx, p); err != nil {
+		return nil, err
+	}
+	return s.Admit(ctx, p, SessionAsk)
+}
+
+// ScopeError names the scope a route needs, so that a client (and the
+// dashboard) can say what the key lacks.
+func ScopeError(scope string) error {
+	if scope == control.ScopeAnyKey {
+		return control.Errorf(control.EInsufficientScope, "this endpoint takes an API key of the workspace or its dashboard session")
+	}
+	return control.Errorf(control.EInsufficientScope, "the API key lacks the scope %q this endpoint requires", scope)
+}
+
+// SessionAsk is a realtime session's ask: a streaming protocol, a session
+// slot, its text charged as it arrives.
+var SessionAsk = Ask{Streaming: true, Session: true}
+
 // Ask is what a synthesis asks admission for.
 type Ask struct {
 	// Chars are charged up front (the whole text of a one-shot synthesis);

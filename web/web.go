@@ -35,6 +35,7 @@ import (
 // the workspace's request rate. It ends in exactly one answer (an audio
 // body, JSON, or Host.WriteError) and must not keep ctx after it returns.
 // p belongs to this request alone, so a stream writer may keep it.
+// On a FirstMessage route p may be nil, for Host.Upgrade.
 type Handler func(ctx *fasthttp.RequestCtx, p *control.Principal)
 
 // Creds are the credentials a route takes besides an API key in X-API-Key.
@@ -82,6 +83,11 @@ type Route struct {
 	// credential forms, e.g. a WebSocket's query or subprotocol); the
 	// route's scope and the request rate are still checked by the host.
 	Auth func(ctx *fasthttp.RequestCtx) (*control.Principal, error)
+	// FirstMessage, on a WebSocket route with Auth, lets a handshake whose
+	// Auth error wraps sessions.ErrNoCredentials go on with a nil
+	// principal (the request rate unchecked); Host.Upgrade then
+	// authenticates and admits by the first message.
+	FirstMessage *sessions.FirstMessage
 }
 
 // Protocol is a protocol package as the server holds it.
@@ -169,6 +175,7 @@ type Host interface {
 	// open makes the session, which the host registers under p's key (a
 	// revocation ends it) and serves on the server's poller. The host
 	// closes the socket and ends the admission once the session is over.
+	// p nil (Route.FirstMessage): the 101 comes first, then admission.
 	Upgrade(ctx *fasthttp.RequestCtx, p *control.Principal, subprotocols []string, open OpenSession)
 }
 

@@ -44,13 +44,15 @@ func (e *Protocol) registerSockets(h web.Host) {
 		multi bool
 	}{{"/stream-input", false}, {"/multi-stream-input", true}} {
 		h.Handle(web.Route{Method: "GET", Path: Base + ttsPath + s.tail, Scope: control.ScopeTTS,
-			Auth: e.socketAuthenticate, Streams: true}, e.socket(s.multi))
+			Auth: e.socketAuthenticate, Streams: true,
+			FirstMessage: &sessions.FirstMessage{Auth: e.firstMessageAuthenticate, Wire: &wire{multi: s.multi}}}, e.socket(s.multi))
 	}
 }
 
 // socket answers a handshake: the URL's options are validated before the
 // upgrade (a refusal is an HTTP answer in the vendor's shape), then the
-// host admits the session and serves it.
+// host admits the session and serves it. p is nil when the handshake had
+// no credentials: the host then admits by the first message's.
 func (e *Protocol) socket(multi bool) web.Handler {
 	return func(ctx *fasthttp.RequestCtx, p *control.Principal) {
 		q := ctx.QueryArgs()
@@ -82,8 +84,8 @@ func peekArg(q *fasthttp.Args, name []byte) []byte {
 // routes' headers, else the query's xi-api-key (or xi_api_key), its
 // authorization ("Bearer ..." or the bare credential) or its
 // single_use_token (a voicesvc access token, for browsers). The first
-// form present decides. The vendor's first-message xi_api_key cannot
-// authenticate: the session is admitted at the handshake.
+// form present decides. With none, the socket's first message may carry
+// them (firstMessageAuthenticate; the host reads it).
 func (e *Protocol) socketAuthenticate(ctx *fasthttp.RequestCtx) (*control.Principal, error) {
 	if len(ctx.Request.Header.PeekBytes(hdrXIAPIKey)) > 0 || len(ctx.Request.Header.PeekBytes(hdrAuthorization)) > 0 {
 		return e.authenticate(ctx)
@@ -100,8 +102,48 @@ func (e *Protocol) socketAuthenticate(ctx *fasthttp.RequestCtx) (*control.Princi
 	if v := q.PeekBytes(argSingleUseToken); len(v) > 0 {
 		return e.h.AuthToken(v)
 	}
-	return nil, errUnauthorized
+	return nil, errNoCredentials
 }
+
+// errNoCredentials: a handshake without any credential form; on a
+// WebSocket handshake the first message may bring them (sessions.FirstMessage).
+var errNoCredentials = &control.Error{Code: control.EUnauthorized, Message: errUnauthorized.Message,
+	Cause: sessions.ErrNoCredentials}
+
+// firstCredentials are the credential forms of a socket's first message,
+// as the vendor documents them: "xi_api_key", or "authorization":
+// "Bearer <token>" (the bare credential is taken too).
+type firstCredentials struct {
+	XIAPIKey      *string `json:"xi_api_key"`
+	Authorization *string `json:"authorization"`
+}
+
+// firstMessageAuthenticate finds the principal of a socket's first message
+// (sessions.FirstMessage): xi_api_key, else authorization, an API key or a
+// voicesvc access token either way. A message that is not a JSON object,
+// or has neither (or a field of another type), is unauthorized.
+func (e *Protocol) firstMessageAuthenticate(msg []byte) (*control.Principal, error) {
+	var m firstCredentials
+	if err := json.Unmarshal(msg, &m); err != nil {
+		return nil, errFirstMessage
+	}
+	var cred string
+	switch {
+	case m.XIAPIKey != nil && *m.XIAPIKey != "":
+		cred = *m.XIAPIKey
+	case m.Authorization != nil && *m.Authorization != "":
+		cred = *m.Authorization
+		if len(cred) > len(prefixBearer) && strings.EqualFold(cred[:len(prefixBearer)], string(prefixBearer)) {
+			cred = strings.TrimSpace(cred[len(prefixBearer):])
+		}
+	default:
+		return nil, errFirstMessage
+	}
+	return e.credential([]byte(cred))
+}
+
+var errFirstMessage = control.Errorf(control.EUnauthorized,
+	`no credentials: send xi-api-key with the handshake, or "xi_api_key" or "authorization" in the first message`)
 
 // defaultSchedule is the vendor's default chunk_length_schedule: text is
 // held until this many characters wait (or a flush, or the end).
@@ -146,7 +188,7 @@ type message struct {
 	GenerationConfig *struct {
 		ChunkLengthSchedule []float64 `json:"chunk_length_schedule"`
 	} `json:"generation_config"`
-	// Accepted and ignored: credentials are the handshake's.
+	// Credentials: the host reads them before the session (sessions.FirstMessage).
 	XIAPIKey      *string `json:"xi_api_key"`
 	Authorization *string `json:"authorization"`
 }

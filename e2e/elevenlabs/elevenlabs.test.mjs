@@ -234,10 +234,11 @@ test('errors take the vendor shape', async () => {
   });
 });
 
-// openSocket dials a socket with the key in the xi-api-key header.
-function openSocket(tail, query) {
+// openSocket dials a socket with the key in the xi-api-key header (or
+// the headers given).
+function openSocket(tail, query, headers = { 'xi-api-key': key }) {
   const url = `${apiRoot.replace('http', 'ws')}/compat/elevenlabs/v1/text-to-speech/${voice}/${tail}?${query}`;
-  const ws = new WebSocket(url, { headers: { 'xi-api-key': key } });
+  const ws = new WebSocket(url, { headers });
   const messages = [];
   const waiters = [];
   ws.on('message', (data) => {
@@ -288,6 +289,27 @@ test('multi-stream-input: two contexts, flush, close_context', async () => {
   }
   s.send({ close_socket: true });
   assert.equal(await s.closed, 1000);
+});
+
+test('the key in the first message, as the vendor documents it', async () => {
+  const s = openSocket('stream-input', 'output_format=pcm_16000', {});
+  await s.opened;
+  s.send({ text: ' ', xi_api_key: key, generation_config: { chunk_length_schedule: [50] } });
+  s.send({ text: 'The key came in the first message. ', flush: true });
+  s.send({ text: '' });
+  await s.until((ms) => ms.some((m) => m.isFinal));
+  assert.equal(await s.closed, 1000);
+  assert.ok(s.messages.every((m) => !m.error), JSON.stringify(s.messages.find((m) => m.error)));
+  assert.ok(s.messages.some((m) => m.audio));
+
+  // A bad key: one fatal error message, then the close 4401.
+  const bad = openSocket('multi-stream-input', 'output_format=pcm_16000', {});
+  await bad.opened;
+  bad.send({ text: ' ', context_id: 'a', xi_api_key: 'vsk_nope' });
+  assert.equal(await bad.closed, 4401);
+  assert.equal(bad.messages.length, 1);
+  assert.equal(bad.messages[0].error, 'unauthorized');
+  assert.equal(bad.messages[0].fatal, true);
 });
 
 test('LiveKit plugin: synthesize() and a stream interrupted mid-sentence', async () => {
