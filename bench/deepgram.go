@@ -174,29 +174,6 @@ func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
 	return runSides(ctx, o, sidesRun{engine: "deepgram", format: "s16le"}, sides)
 }
 
-// DeepgramAddedOf pairs the native and Deepgram socket results of each
-// level: what the Deepgram socket adds to the native WebSocket's TTFB
-// (GatewayAdded's Direct is the native side, Via the Deepgram one).
-func DeepgramAddedOf(run *Run) []GatewayAdded {
-	return addedOf(run, scenarioDeepgramNative, scenarioDeepgram)
-}
-
-// WriteDeepgramAdded writes the table of DeepgramAddedOf; nothing
-// without both sides.
-func WriteDeepgramAdded(w io.Writer, run *Run) {
-	rows := DeepgramAddedOf(run)
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nTime to first audio byte, the native WebSocket and the Deepgram socket: medians over %d round(s)\n\n", rows[0].Rounds)
-	fmt.Fprintf(w, "| streams | native p50 | deepgram p50 | added p50 | native p99 | deepgram p99 | added p99 | errors native/deepgram |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
-	for _, a := range rows {
-		fmt.Fprintf(w, "| %d | %.3f ms | %.3f ms | %+.3f ms | %.3f ms | %.3f ms | %+.3f ms | %d/%d |\n",
-			a.Concurrency, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99, a.AddedP99, a.DirectErrors, a.ViaErrors)
-	}
-}
-
 // targetDeepgramAddedP50Ms is what the Deepgram socket may add to the
 // native WebSocket's TTFB p50, at each of targetDeepgramLevels.
 const targetDeepgramAddedP50Ms = 0.05
@@ -206,7 +183,7 @@ var targetDeepgramLevels = []int{1, 64}
 // writeDeepgramTargets checks the Deepgram socket against the native
 // WebSocket at 1 stream and 64 paced listeners.
 func writeDeepgramTargets(w io.Writer, run *Run) {
-	rows := DeepgramAddedOf(run)
+	rows := DialectAddedOf(run)
 	for _, level := range targetDeepgramLevels {
 		label := fmt.Sprintf("deepgram: socket-added TTFB <= %g ms p50 at %d stream(s)", targetDeepgramAddedP50Ms, level)
 		found := false

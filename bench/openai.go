@@ -114,14 +114,28 @@ type GatewayAdded struct {
 // GatewayAddedOf pairs the openai and openai-via results of a run.
 func GatewayAddedOf(run *Run) []GatewayAdded { return addedOf(run, scenarioOpenAI, scenarioOpenAIVia) }
 
+// dialectPairs names, per dialect target (a Run's Engine), its native
+// WebSocket's results (direct), its dialect socket's (via) and the title of
+// the table of what the dialect adds.
+var dialectPairs = map[string]struct{ direct, via, title string }{
+	"cartesia": {scenarioCartesiaNative, scenarioCartesia,
+		"the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"},
+	"elevenlabs": {scenarioElevenLabsNative, scenarioElevenLabs,
+		"the native WebSocket (direct, --native) and ElevenLabs' stream-input (via, --base)"},
+	"deepgram": {scenarioDeepgramNative, scenarioDeepgram,
+		"the native WebSocket and the Deepgram socket (direct, --native; via, --base)"},
+}
+
 // DialectAddedOf pairs a dialect run's native WebSocket (direct) and
 // dialect socket (via) results: what the dialect adds (Cartesia's socket,
-// or ElevenLabs' stream-input).
+// ElevenLabs' stream-input or Deepgram's speak socket); nil for a run of
+// another target.
 func DialectAddedOf(run *Run) []GatewayAdded {
-	if run.Engine == "elevenlabs" {
-		return addedOf(run, scenarioElevenLabsNative, scenarioElevenLabs)
+	p, ok := dialectPairs[run.Engine]
+	if !ok {
+		return nil
 	}
-	return addedOf(run, scenarioCartesiaNative, scenarioCartesia)
+	return addedOf(run, p.direct, p.via)
 }
 
 // addedOf pairs the results of scenarios direct and via, level by level.
@@ -197,10 +211,7 @@ func WriteGatewayAdded(w io.Writer, run *Run) {
 	title := "Time to first audio byte, direct (--base) and through --via"
 	if len(rows) == 0 {
 		rows = DialectAddedOf(run)
-		title = "Time to first audio byte, the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"
-		if run.Engine == "elevenlabs" {
-			title = "Time to first audio byte, the native WebSocket (direct, --native) and ElevenLabs' stream-input (via, --base)"
-		}
+		title = "Time to first audio byte, " + dialectPairs[run.Engine].title
 	}
 	if len(rows) == 0 {
 		return
