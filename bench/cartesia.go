@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -281,21 +280,12 @@ func executeCartesia(ctx context.Context, o Options) (*Run, error) {
 	if o.Voice == "" {
 		return nil, fmt.Errorf("--target cartesia needs --voice (a voice id of the server at --base)")
 	}
-	levels := o.Sweep
-	if len(levels) == 0 {
-		levels = []float64{float64(o.Concurrency)}
-	}
 	maxConns := o.Concurrency
-	for _, l := range levels {
+	for _, l := range levelsOf(o) {
 		maxConns = max(maxConns, int(l))
 	}
-	type side struct {
-		name  string
-		mk    func() (scenario, error)
-		usage usageSource
-	}
-	sides := []side{{name: scenarioCartesia, usage: pickProcSource(o.BaseURL, o.ServerPID), mk: func() (scenario, error) {
-		return newCartesiaScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate, o.Contexts), nil
+	sides := []side{{name: scenarioCartesia, usage: pickProcSource(o.BaseURL, o.ServerPID), mk: func() scenario {
+		return newCartesiaScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate, o.Contexts)
 	}}}
 	if o.Native != "" {
 		client := newHTTPClient(maxConns)
@@ -306,43 +296,10 @@ func executeCartesia(ctx context.Context, o Options) (*Run, error) {
 			return nil, err
 		}
 		sides = append(sides, side{name: scenarioCartesiaNative, usage: pickProcSource(o.Native, o.ServerPID),
-			mk: func() (scenario, error) { return newWSScenario(t, o.Contexts, false, o.TPS), nil }})
+			mk: func() scenario { return newWSScenario(t, o.Contexts, false, o.TPS) }})
 	}
-	rounds := max(o.Rounds, 1)
-	run := &Run{
-		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
-		Engine: "cartesia", Voice: o.Voice,
-		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-	}
-	for _, level := range levels {
-		for r := 1; r <= rounds; r++ {
-			for _, s := range sides {
-				if ctx.Err() != nil {
-					return run, ctx.Err()
-				}
-				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
-					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace}
-				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "s16le",
-					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: o.Pace,
-					Contexts: max(1, o.Contexts), Sessions: (spec.concurrency + max(1, o.Contexts) - 1) / max(1, o.Contexts)}
-				if rounds > 1 {
-					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
-				}
-				sc, err := s.mk()
-				if err == nil {
-					err = sc.open(ctx, spec.concurrency)
-				}
-				if err != nil {
-					return run, fmt.Errorf("%s: %w", s.name, err)
-				}
-				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
-				rec := drive(ctx, sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
-				res.Server = mon.finish()
-				sc.close()
-				rec.fill(res)
-				run.Results = append(run.Results, res)
-			}
-		}
-	}
-	return run, nil
+	contexts := max(1, o.Contexts)
+	return runSides(ctx, o, sidesRun{engine: "cartesia", format: "s16le", tune: func(_ float64, spec *loadSpec, res *Result) {
+		res.Contexts, res.Sessions = contexts, (spec.concurrency+contexts-1)/contexts
+	}}, sides)
 }

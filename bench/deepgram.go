@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -160,16 +159,7 @@ func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
 	if o.Voice == "" {
 		return nil, fmt.Errorf("--target deepgram needs --voice (the model: a voice name)")
 	}
-	levels := o.Sweep
-	if len(levels) == 0 {
-		levels = []float64{float64(o.Concurrency)}
-	}
-	type side struct {
-		name  string
-		sc    scenario
-		usage usageSource
-	}
-	sides := []side{{scenarioDeepgram, newDeepgramScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
+	sides := []side{{scenarioDeepgram, reuse(newDeepgramScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate)),
 		pickProcSource(o.BaseURL, o.ServerPID)}}
 	if o.Native != "" {
 		client := newHTTPClient(4)
@@ -179,65 +169,9 @@ func executeDeepgram(ctx context.Context, o Options) (*Run, error) {
 		if err := t.resolveVoice(ctx, o.Voice); err != nil {
 			return nil, err
 		}
-		sides = append([]side{{scenarioDeepgramNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)}}, sides...)
+		sides = append([]side{{scenarioDeepgramNative, reuse(newWSScenario(t, 1, false, o.TPS)), pickProcSource(o.Native, o.ServerPID)}}, sides...)
 	}
-	rounds := max(o.Rounds, 1)
-	run := &Run{
-		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
-		Engine: "deepgram", Voice: o.Voice,
-		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-	}
-	for _, level := range levels {
-		for r := 1; r <= rounds; r++ {
-			for _, s := range sides {
-				if ctx.Err() != nil {
-					return run, ctx.Err()
-				}
-				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
-					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace}
-				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "s16le",
-					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: o.Pace}
-				if rounds > 1 {
-					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
-				}
-				// Sockets open before the level (outside every TTFB) and
-				// close after it, on both sides alike.
-				if err := s.sc.open(ctx, spec.concurrency); err != nil {
-					return run, err
-				}
-				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
-				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
-				res.Server = mon.finish()
-				s.sc.close()
-				rec.fill(res)
-				run.Results = append(run.Results, res)
-			}
-		}
-	}
-	return run, nil
-}
-
-// DeepgramAddedOf pairs the native and Deepgram socket results of each
-// level: what the Deepgram socket adds to the native WebSocket's TTFB
-// (GatewayAdded's Direct is the native side, Via the Deepgram one).
-func DeepgramAddedOf(run *Run) []GatewayAdded {
-	return addedOf(run, scenarioDeepgramNative, scenarioDeepgram)
-}
-
-// WriteDeepgramAdded writes the table of DeepgramAddedOf; nothing
-// without both sides.
-func WriteDeepgramAdded(w io.Writer, run *Run) {
-	rows := DeepgramAddedOf(run)
-	if len(rows) == 0 {
-		return
-	}
-	fmt.Fprintf(w, "\nTime to first audio byte, the native WebSocket and the Deepgram socket: medians over %d round(s)\n\n", rows[0].Rounds)
-	fmt.Fprintf(w, "| streams | native p50 | deepgram p50 | added p50 | native p99 | deepgram p99 | added p99 | errors native/deepgram |\n")
-	fmt.Fprintf(w, "|---|---|---|---|---|---|---|---|\n")
-	for _, a := range rows {
-		fmt.Fprintf(w, "| %d | %.3f ms | %.3f ms | %+.3f ms | %.3f ms | %.3f ms | %+.3f ms | %d/%d |\n",
-			a.Concurrency, a.DirectP50, a.ViaP50, a.AddedP50, a.DirectP99, a.ViaP99, a.AddedP99, a.DirectErrors, a.ViaErrors)
-	}
+	return runSides(ctx, o, sidesRun{engine: "deepgram", format: "s16le"}, sides)
 }
 
 // targetDeepgramAddedP50Ms is what the Deepgram socket may add to the
@@ -249,7 +183,7 @@ var targetDeepgramLevels = []int{1, 64}
 // writeDeepgramTargets checks the Deepgram socket against the native
 // WebSocket at 1 stream and 64 paced listeners.
 func writeDeepgramTargets(w io.Writer, run *Run) {
-	rows := DeepgramAddedOf(run)
+	rows := DialectAddedOf(run)
 	for _, level := range targetDeepgramLevels {
 		label := fmt.Sprintf("deepgram: socket-added TTFB <= %g ms p50 at %d stream(s)", targetDeepgramAddedP50Ms, level)
 		found := false

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"runtime"
 	"strings"
 	"time"
 
@@ -195,16 +194,7 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 	if o.Voice == "" {
 		return nil, fmt.Errorf("--target elevenlabs needs --voice (the server's voice id)")
 	}
-	levels := o.Sweep
-	if len(levels) == 0 {
-		levels = []float64{float64(o.Concurrency)}
-	}
-	type side struct {
-		name  string
-		sc    scenario
-		usage usageSource
-	}
-	sides := []side{{scenarioElevenLabs, newElevenLabsScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate),
+	sides := []side{{scenarioElevenLabs, reuse(newElevenLabsScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate)),
 		pickProcSource(o.BaseURL, o.ServerPID)}}
 	if o.Native != "" {
 		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey,
@@ -213,38 +203,10 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 		if err := t.resolveVoice(ctx, o.Voice); err != nil {
 			return nil, err
 		}
-		sides = append(sides, side{scenarioElevenLabsNative, newWSScenario(t, 1, false, o.TPS), pickProcSource(o.Native, o.ServerPID)})
+		sides = append(sides, side{scenarioElevenLabsNative, reuse(newWSScenario(t, 1, false, o.TPS)), pickProcSource(o.Native, o.ServerPID)})
 	}
-	rounds := max(o.Rounds, 1)
-	run := &Run{
-		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
-		Engine: "elevenlabs", Voice: o.Voice,
-		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-	}
-	for _, level := range levels {
-		for r := 1; r <= rounds; r++ {
-			for _, s := range sides {
-				if ctx.Err() != nil {
-					return run, ctx.Err()
-				}
-				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
-					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace || level > 1}
-				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "pcm",
-					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: spec.pace}
-				if rounds > 1 {
-					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
-				}
-				if err := s.sc.open(ctx, spec.concurrency); err != nil {
-					return run, err
-				}
-				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
-				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
-				res.Server = mon.finish()
-				s.sc.close()
-				rec.fill(res)
-				run.Results = append(run.Results, res)
-			}
-		}
-	}
-	return run, nil
+	// More than one stream is a population of realtime listeners, paced.
+	return runSides(ctx, o, sidesRun{engine: "elevenlabs", format: "pcm", tune: func(level float64, spec *loadSpec, _ *Result) {
+		spec.pace = o.Pace || level > 1
+	}}, sides)
 }

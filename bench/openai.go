@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"runtime"
 	"sort"
 	"strings"
 	"time"
@@ -61,24 +60,15 @@ func executeOpenAI(ctx context.Context, o Options) (*Run, error) {
 	if o.Voice == "" {
 		return nil, fmt.Errorf("--target openai needs --voice (the server's voice name)")
 	}
-	levels := o.Sweep
-	if len(levels) == 0 {
-		levels = []float64{float64(o.Concurrency)}
-	}
 	maxConns := o.Concurrency
-	for _, l := range levels {
+	for _, l := range levelsOf(o) {
 		maxConns = max(maxConns, int(l))
 	}
 	client := newHTTPClient(2 * maxConns)
 	defer client.CloseIdleConnections()
-	type side struct {
-		name  string
-		sc    *openaiScenario
-		usage usageSource
-	}
 	mk := func(name, base, key, voice string, pid int) side {
 		t := &target{base: base, key: key, client: client, text: o.Text, sampleRate: o.SampleRate}
-		return side{name: name, sc: newOpenAIScenario(t, base, key, o.Model, voice), usage: pickProcSource(base, pid)}
+		return side{name: name, mk: reuse(newOpenAIScenario(t, base, key, o.Model, voice)), usage: pickProcSource(base, pid)}
 	}
 	sides := []side{mk(scenarioOpenAI, o.BaseURL, o.APIKey, o.Voice, o.ServerPID)}
 	if o.Via != "" {
@@ -88,34 +78,9 @@ func executeOpenAI(ctx context.Context, o Options) (*Run, error) {
 		}
 		sides = append(sides, mk(scenarioOpenAIVia, o.Via, o.ViaKey, voice, o.ViaPID))
 	}
-	rounds := max(o.Rounds, 1)
-	run := &Run{
-		Tool: "voicesvc-bench", Version: 1, StartedAt: time.Now().UTC(), BaseURL: o.BaseURL,
-		Engine: "openai", Voice: o.Voice,
-		Host: HostInfo{GOOS: runtime.GOOS, GOARCH: runtime.GOARCH, CPUs: runtime.NumCPU(), GoVersion: runtime.Version()},
-	}
-	for _, level := range levels {
-		for r := 1; r <= rounds; r++ {
-			for _, s := range sides {
-				if ctx.Err() != nil {
-					return run, ctx.Err()
-				}
-				spec := loadSpec{concurrency: max(1, int(level)), duration: o.Duration, requests: o.Requests,
-					warmup: o.Warmup, timeout: o.Timeout, maxTime: o.MaxTime, pace: o.Pace}
-				res := &Result{Scenario: s.name, Mode: "closed", Concurrency: spec.concurrency, Format: "pcm",
-					TextChars: len([]rune(o.Text)), Warmup: o.Warmup.Seconds(), Paced: o.Pace}
-				if rounds > 1 {
-					res.Note = fmt.Sprintf("round %d of %d", r, rounds)
-				}
-				mon := startUsage(ctx, s.usage, time.Now().Add(spec.warmup))
-				rec := drive(ctx, s.sc, spec, fmt.Sprintf("[%s c=%d round %d]", s.name, spec.concurrency, r), o.Progress)
-				res.Server = mon.finish()
-				rec.fill(res)
-				run.Results = append(run.Results, res)
-			}
-		}
-	}
-	return run, nil
+	// An openai scenario's open and close do nothing: each operation is
+	// its own request.
+	return runSides(ctx, o, sidesRun{engine: "openai", format: "pcm"}, sides)
 }
 
 // pickProcSource measures a local server by pid (given, else found by the
@@ -149,14 +114,28 @@ type GatewayAdded struct {
 // GatewayAddedOf pairs the openai and openai-via results of a run.
 func GatewayAddedOf(run *Run) []GatewayAdded { return addedOf(run, scenarioOpenAI, scenarioOpenAIVia) }
 
+// dialectPairs names, per dialect target (a Run's Engine), its native
+// WebSocket's results (direct), its dialect socket's (via) and the title of
+// the table of what the dialect adds.
+var dialectPairs = map[string]struct{ direct, via, title string }{
+	"cartesia": {scenarioCartesiaNative, scenarioCartesia,
+		"the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"},
+	"elevenlabs": {scenarioElevenLabsNative, scenarioElevenLabs,
+		"the native WebSocket (direct, --native) and ElevenLabs' stream-input (via, --base)"},
+	"deepgram": {scenarioDeepgramNative, scenarioDeepgram,
+		"the native WebSocket and the Deepgram socket (direct, --native; via, --base)"},
+}
+
 // DialectAddedOf pairs a dialect run's native WebSocket (direct) and
 // dialect socket (via) results: what the dialect adds (Cartesia's socket,
-// or ElevenLabs' stream-input).
+// ElevenLabs' stream-input or Deepgram's speak socket); nil for a run of
+// another target.
 func DialectAddedOf(run *Run) []GatewayAdded {
-	if run.Engine == "elevenlabs" {
-		return addedOf(run, scenarioElevenLabsNative, scenarioElevenLabs)
+	p, ok := dialectPairs[run.Engine]
+	if !ok {
+		return nil
 	}
-	return addedOf(run, scenarioCartesiaNative, scenarioCartesia)
+	return addedOf(run, p.direct, p.via)
 }
 
 // addedOf pairs the results of scenarios direct and via, level by level.
@@ -232,10 +211,7 @@ func WriteGatewayAdded(w io.Writer, run *Run) {
 	title := "Time to first audio byte, direct (--base) and through --via"
 	if len(rows) == 0 {
 		rows = DialectAddedOf(run)
-		title = "Time to first audio byte, the native WebSocket (direct, --native) and the Cartesia socket (via, --base)"
-		if run.Engine == "elevenlabs" {
-			title = "Time to first audio byte, the native WebSocket (direct, --native) and ElevenLabs' stream-input (via, --base)"
-		}
+		title = "Time to first audio byte, " + dialectPairs[run.Engine].title
 	}
 	if len(rows) == 0 {
 		return

@@ -58,3 +58,37 @@ func TestDialectAdded(t *testing.T) {
 		t.Fatalf("summary:\n%s", b.String())
 	}
 }
+
+// DialectAddedOf pairs each dialect's own scenarios (a deepgram run's
+// native and speak-socket results), none of another target's, and
+// WriteGatewayAdded titles the table by the dialect.
+func TestDialectAddedByEngine(t *testing.T) {
+	res := func(scn string, p50 float64) *Result {
+		return &Result{Scenario: scn, Mode: "closed", Concurrency: 1, TTFB: Dist{N: 100, P50: p50, P99: 2 * p50}}
+	}
+	results := []*Result{res(scenarioDeepgram, 0.53), res(scenarioDeepgramNative, 0.50),
+		res(scenarioCartesia, 0.9), res(scenarioCartesiaNative, 0.1)}
+	for _, tc := range []struct {
+		engine string
+		added  float64 // -1: no rows
+		title  string
+	}{
+		{"deepgram", 0.03, "the native WebSocket and the Deepgram socket"},
+		{"cartesia", 0.8, "the Cartesia socket (via, --base)"},
+		{"voicesvc", -1, ""},
+	} {
+		run := &Run{Engine: tc.engine, Results: results}
+		got := DialectAddedOf(run)
+		var b bytes.Buffer
+		WriteGatewayAdded(&b, run)
+		if tc.added < 0 {
+			if len(got) != 0 || b.Len() != 0 {
+				t.Errorf("%s: %+v\n%s", tc.engine, got, b.String())
+			}
+			continue
+		}
+		if len(got) != 1 || math.Abs(got[0].AddedP50-tc.added) > 1e-9 || !strings.Contains(b.String(), tc.title) {
+			t.Errorf("%s: %+v\n%s", tc.engine, got, b.String())
+		}
+	}
+}

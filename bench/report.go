@@ -25,7 +25,6 @@ func WriteOutputs(dir string, run *Run, stdout io.Writer) error {
 	var md bytes.Buffer
 	writeMarkdown(&md, run, figs)
 	WriteGatewayAdded(&md, run)
-	WriteDeepgramAdded(&md, run)
 	WriteBaseline(&md, run)
 	if err := os.WriteFile(filepath.Join(dir, "report.md"), md.Bytes(), 0o644); err != nil {
 		return err
@@ -35,7 +34,6 @@ func WriteOutputs(dir string, run *Run, stdout io.Writer) error {
 			return err
 		}
 		WriteGatewayAdded(stdout, run)
-		WriteDeepgramAdded(stdout, run)
 		WriteBaseline(stdout, run)
 	}
 	return nil

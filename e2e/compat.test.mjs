@@ -5,78 +5,38 @@
 //   cd e2e && npm ci && VOICESVC_BIN=/path/to/voicesvc npm test
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { Stream } from 'openai/streaming';
+import { Suite, run } from './lib/server.mjs';
 
-const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.VOICESVC_BIN || join(here, '..', 'bin', 'voicesvc');
-const dir = mkdtempSync(join(tmpdir(), 'voicesvc-e2e-'));
-const DB = 'sqlite://' + join(dir, 'x.db');
+const suite = new Suite('voicesvc-e2e-');
+const dir = suite.dir;
+const srv = suite.server();
 
-let server; // the child process
 let apiRoot; // http://ADDR/voice-svc/api/v1/public
 let key; // a pro workspace's API key
 let alias; // an English catalog voice's alias
 let voiceId; // another English catalog voice's id
 
-// admin runs `voicesvc admin ...` on the server's store and parses its JSON.
-async function admin(...args) {
-  const { stdout } = await run(BIN, ['admin', ...args.slice(0, 2), '--db', DB, ...args.slice(2)]);
-  return JSON.parse(stdout);
-}
-
-// startServer spawns the binary and resolves with its address, read from the
-// `voicesvc listening on http://ADDR` line on stderr.
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--db', DB, '--engine', 'espeak'],
-      { stdio: ['ignore', 'ignore', 'pipe'] });
-    server = child;
-    let buf = '';
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      if (apiRoot) return; // keep draining the pipe
-      buf += d;
-      const m = buf.match(/voicesvc listening on (http:\/\/\S+)/);
-      if (m) {
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-}
-
 async function workspaceKey(plan, ...update) {
-  const ws = await admin('workspace', 'create', '--name', 'e2e-' + plan, '--plan', plan);
-  if (update.length) await admin('workspace', 'update', '--id', ws.id, ...update);
-  return (await admin('key', 'create', '--workspace', ws.id)).key;
+  return (await srv.workspace(plan, 'e2e-' + plan, ...update)).key;
 }
 
 before(async () => {
-  const base = await startServer();
-  apiRoot = base + '/voice-svc/api/v1/public';
+  await srv.start();
+  apiRoot = srv.api;
   key = await workspaceKey('pro');
-  const res = await fetch(apiRoot + '/voices?page_size=100', { headers: { 'X-API-Key': key } });
-  assert.equal(res.status, 200);
-  const en = (await res.json()).data.voices.filter((v) => v.alias && v.primary_language === 'en');
+  const en = await srv.englishVoices(key);
   assert.ok(en.length >= 2, 'two English catalog voices');
   alias = en[0].alias;
   voiceId = en[1].id;
 });
 
-after(() => {
-  if (server && server.exitCode === null) server.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => suite.close());
 
 // bearer: the API key as `Authorization: Bearer`, as the SDK sends apiKey.
 const bearer = (k = key) => new OpenAI({ apiKey: k, baseURL: apiRoot + '/compat', maxRetries: 0 });

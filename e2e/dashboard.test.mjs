@@ -14,49 +14,23 @@
 // at 375 px, and signs out. Screenshots of every page go to e2e/artifacts/.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, mkdirSync, readFileSync, rmSync, statSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readFileSync, statSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import puppeteer from 'puppeteer-core';
+import { Suite, run } from './lib/server.mjs';
 
-const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.VOICESVC_BIN || join(here, '..', 'bin', 'voicesvc');
 const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
 const ARTIFACTS = join(here, 'artifacts');
-const dir = mkdtempSync(join(tmpdir(), 'voicesvc-dash-'));
-const DB = 'sqlite://' + join(dir, 'x.db');
+const suite = new Suite('voicesvc-dash-');
+const dir = suite.dir;
+const srv = suite.server();
 const AXE = readFileSync(join(here, 'node_modules', 'axe-core', 'axe.min.js'), 'utf8');
 const API = '/voice-svc/api/v1/public';
 
-let server, base, browser, page, wsID;
+let base, browser, page, wsID;
 const problems = []; // console errors, CSP violations, page errors
-
-async function admin(...args) {
-  const { stdout } = await run(BIN, ['admin', ...args, '--db', DB]);
-  return JSON.parse(stdout);
-}
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--db', DB, '--engine', 'espeak',
-      '--engine-workers', '1', '--media-dir', join(dir, 'media')], { stdio: ['ignore', 'ignore', 'pipe'] });
-    server = child;
-    let buf = '', found = false;
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      if (found) return;
-      buf += d;
-      const m = buf.match(/voicesvc listening on (http:\/\/\S+)/);
-      if (m) { found = true; clearTimeout(timer); resolve(m[1]); }
-    });
-  });
-}
 
 // curl runs curl and returns the HTTP status and body.
 async function curl(...args) {
@@ -109,8 +83,8 @@ async function usedChars() {
 
 before(async () => {
   mkdirSync(ARTIFACTS, { recursive: true });
-  base = await startServer();
-  const ws = await admin('workspace', 'create', '--name', 'Browser test', '--plan', 'pro');
+  base = (await srv.start('--engine-workers', '1', '--media-dir', join(dir, 'media'))).base;
+  const ws = await srv.admin('workspace', 'create', '--name', 'Browser test', '--plan', 'pro');
   wsID = ws.id;
   browser = await puppeteer.launch({
     executablePath: CHROMIUM,
@@ -127,8 +101,7 @@ before(async () => {
 
 after(async () => {
   if (browser) await browser.close();
-  if (server && server.exitCode === null) server.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
+  suite.close();
 });
 
 test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
@@ -137,7 +110,7 @@ test('dashboard in a real browser', { timeout: 240_000 }, async (t) => {
   await t.test('signs in with a single-use link', async () => {
     await goto('/dashboard/');
     assert.match(page.url(), /\/dashboard\/login$/, 'signed out: sent to sign in');
-    const link = await admin('login-link', '--workspace', wsID, '--ttl', '5m');
+    const link = await srv.admin('login-link', '--workspace', wsID, '--ttl', '5m');
     assert.match(link.url, /^\/dashboard\/login\?token=vsl_/, 'without a base URL the link is a path');
     assert.ok(link.expires_at > Date.now());
     await goto(link.url);

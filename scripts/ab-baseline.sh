@@ -33,50 +33,17 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/ab-baseline.XXXXXX")}
 mkdir -p "$OUT"
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 server_pid=""
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-}
 trap stop_server EXIT
 trap 'exit 130' INT TERM
 
-# start_server BIN DIR: serves in the background; sets server_pid and base.
+# start_server BIN DIR: the reference engine unpaced on the store in DIR,
+# billing off; sets server_pid and base (lib.sh's serve).
 start_server() {
-  local bin=$1 dir=$2 log=$2/serve.log
-  ${SERVER_NICE:+nice -n "$SERVER_NICE"} "$bin" serve --addr 127.0.0.1:0 --db "sqlite://$dir/bench.db" \
-    --engine reference --reference-rtf 0 --billing off --media-dir '' --log-level warn >"$log" 2>&1 &
-  server_pid=$!
-  base=""
-  for _ in $(seq 1 300); do
-    if addr=$(grep -oE 'voicesvc listening on http://[^ "]+' "$log" | head -1) && [ -n "$addr" ]; then
-      base="http://${addr#voicesvc listening on http://}"
-      return 0
-    fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  echo "ab-baseline: $bin did not start:" >&2
-  cat "$log" >&2
-  return 1
-}
-
-# workspace BIN DB: an enterprise workspace without limits; prints its key.
-workspace() {
-  local bin=$1 db=$2 ws id key
-  ws=$("$bin" admin workspace create --db "$db" --name bench --plan enterprise)
-  id=$(sed -E 's/.*"id":"([0-9a-f]{24})".*/\1/' <<<"$ws")
-  "$bin" admin workspace update --db "$db" --id "$id" \
-    --concurrency 10000 --rps 0 --sessions 10000 --billing off >/dev/null
-  key=$("$bin" admin key create --db "$db" --workspace "$id")
-  sed -E 's/.*"key":"(vsk_[0-9A-Za-z]+)".*/\1/' <<<"$key"
+  serve "$2/serve.log" "$1" --db "sqlite://$2/bench.db" \
+    --engine reference --reference-rtf 0 --billing off --media-dir '' --log-level warn
 }
 
 # The "| sse | 1 | bare | voicesvc | added | ..." rows: transport and added p50.

@@ -72,19 +72,9 @@ VOICE_REFERENCE=${VOICE_REFERENCE:-ref-en-high}
 ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/voicesvc-bench.XXXXXX")
+# shellcheck source=scripts/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 server_pid=""
-
-stop_server() {
-  [ -n "$server_pid" ] || return 0
-  kill -TERM "$server_pid" 2>/dev/null || true
-  for _ in $(seq 1 100); do
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  kill -KILL "$server_pid" 2>/dev/null || true
-  wait "$server_pid" 2>/dev/null || true
-  server_pid=""
-}
 a_pid=""
 cleanup() {
   if [ -n "$a_pid" ]; then
@@ -97,38 +87,15 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# start_server ENGINE DB: starts the server in the background, sets
-# server_pid and base (http://ADDR from the "voicesvc listening on" line).
+# start_server ENGINE DB [RTF]: serves ENGINE (the reference engine at
+# --reference-rtf RTF, default 1) on the store DB, billing off; sets
+# server_pid and base (lib.sh's serve).
 start_server() {
-  local engine=$1 db=$2 log=$tmp/$1.log
+  local engine=$1 db=$2
   local extra=()
   [ "$engine" = reference ] && extra=(--reference-rtf "${3:-1}")
-  ${SERVER_NICE:+nice -n "$SERVER_NICE"} "$BIN" serve --addr 127.0.0.1:0 --db "$db" --engine "$engine" "${extra[@]}" \
-    --billing off --media-dir '' --log-level warn >"$log" 2>&1 &
-  server_pid=$!
-  base=""
-  for _ in $(seq 1 300); do
-    if addr=$(grep -oE 'voicesvc listening on http://[^ "]+' "$log" | head -1) && [ -n "$addr" ]; then
-      base="http://${addr#voicesvc listening on http://}"
-      return 0
-    fi
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  echo "bench: $engine server did not start:" >&2
-  cat "$log" >&2
-  return 1
-}
-
-# workspace DB: an enterprise workspace with room for the suite; prints the key.
-workspace() {
-  local db=$1 ws id key
-  ws=$("$BIN" admin workspace create --db "$db" --name bench --plan enterprise)
-  id=$(sed -E 's/.*"id":"([0-9a-f]{24})".*/\1/' <<<"$ws")
-  "$BIN" admin workspace update --db "$db" --id "$id" \
-    --concurrency 10000 --rps 0 --sessions 10000 --billing off >/dev/null
-  key=$("$BIN" admin key create --db "$db" --workspace "$id")
-  sed -E 's/.*"key":"(vsk_[0-9A-Za-z]+)".*/\1/' <<<"$key"
+  serve "$tmp/$engine.log" "$BIN" --db "$db" --engine "$engine" "${extra[@]}" \
+    --billing off --media-dir '' --log-level warn
 }
 
 mkdir -p "$OUT"
@@ -139,7 +106,7 @@ for engine in $ENGINES; do
   capacity=$CAPACITY_ESPEAK voice=$VOICE_ESPEAK overload=$OVERLOAD_ESPEAK
   if [ "$engine" = reference ]; then capacity=$CAPACITY_REFERENCE voice=$VOICE_REFERENCE overload=0; fi
   start_server "$engine" "$db"
-  key=$(workspace "$db")
+  key=$(workspace "$BIN" "$db")
   mkdir -p "$OUT/$engine"
   echo "== $engine: $base (pid $server_pid), levels $LEVELS, $WARMUP + $DURATION per level, capacity $capacity"
   "$BIN" bench suite --base "$base" --key "$key" --server-pid "$server_pid" --voice "$voice" \
@@ -161,7 +128,7 @@ if [ "${BENCH_UPSTREAM:-1}" = 1 ]; then
   mkdir -p "$tmp/up-b" "$tmp/up-a" "$OUT/upstream"
   start_server espeak "sqlite://$tmp/up-b/bench.db"
   b_pid=$server_pid b_base=$base
-  b_key=$(workspace "sqlite://$tmp/up-b/bench.db")
+  b_key=$(workspace "$BIN" "sqlite://$tmp/up-b/bench.db")
   cat >"$tmp/up-a/voicesvc.yaml" <<YAML
 engines:
   - name: b
@@ -173,21 +140,15 @@ engines:
     voices:
       - {alias: b-linda, voice: $VOICE_ESPEAK, language: en-US}
 YAML
-  a_log=$tmp/up-a/serve.log
-  "$BIN" serve --addr 127.0.0.1:0 --db "sqlite://$tmp/up-a/bench.db" --engine reference --engine-workers 0 \
-    --billing off --media-dir '' --log-level warn --config "$tmp/up-a/voicesvc.yaml" >"$a_log" 2>&1 &
-  a_pid=$!
-  a_base=""
-  for _ in $(seq 1 300); do
-    if addr=$(grep -oE 'voicesvc listening on http://[^ "]+' "$a_log" | head -1) && [ -n "$addr" ]; then
-      a_base="http://${addr#voicesvc listening on http://}"
-      break
-    fi
-    kill -0 "$a_pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  [ -n "$a_base" ] || { echo "bench: gateway A did not start:" >&2; cat "$a_log" >&2; kill "$a_pid" 2>/dev/null; exit 1; }
-  a_key=$(workspace "sqlite://$tmp/up-a/bench.db")
+  # A by lib.sh's serve, never niced; then B is server_pid again (A is
+  # stopped below, B by stop_server).
+  if ! SERVER_NICE='' serve "$tmp/up-a/serve.log" "$BIN" --db "sqlite://$tmp/up-a/bench.db" --engine reference \
+    --engine-workers 0 --billing off --media-dir '' --log-level warn --config "$tmp/up-a/voicesvc.yaml"; then
+    server_pid=$b_pid
+    exit 1
+  fi
+  a_pid=$server_pid a_base=$base server_pid=$b_pid
+  a_key=$(workspace "$BIN" "sqlite://$tmp/up-a/bench.db")
   echo "== upstream: B $b_base (pid $b_pid) directly and through A $a_base (pid $a_pid), levels ${UPSTREAM_LEVELS:-64}"
   "$BIN" bench --target openai --base "$b_base/voice-svc/api/v1/public/compat" --key "$b_key" \
     --voice "$VOICE_ESPEAK" --model service-v1 --server-pid "$b_pid" --text "${UPSTREAM_TEXT:-Thanks for calling.}" \
@@ -209,7 +170,7 @@ fi
 if [ "${BENCH_DEEPGRAM:-1}" = 1 ]; then
   mkdir -p "$tmp/deepgram" "$OUT/deepgram"
   SERVER_NICE=10 start_server reference "sqlite://$tmp/deepgram/bench.db" 0
-  key=$(workspace "sqlite://$tmp/deepgram/bench.db")
+  key=$(workspace "$BIN" "sqlite://$tmp/deepgram/bench.db")
   echo "== deepgram: $base (pid $server_pid), its Deepgram socket and native WebSocket, levels ${DEEPGRAM_LEVELS:-1,64}"
   "$BIN" bench --target deepgram --base "$base/voice-svc/api/v1/public/compat/deepgram" --key "$key" \
     --voice "$VOICE_REFERENCE" --native "$base" --server-pid "$server_pid" --text "${DEEPGRAM_TEXT:-Thanks for calling.}" \
@@ -229,7 +190,7 @@ if [ "${BENCH_BASELINE:-1}" = 1 ]; then
   # the gateway (compat at one stream: TTFB p50 0.153 -> 0.104 ms, p99 1.41
   # -> 0.75 ms when the server yields; the bare server's rest is a copy).
   SERVER_NICE=10 start_server reference "sqlite://$tmp/baseline/bench.db" 0
-  key=$(workspace "sqlite://$tmp/baseline/bench.db")
+  key=$(workspace "$BIN" "sqlite://$tmp/baseline/bench.db")
   echo "== baseline: $base (pid $server_pid, reference unpaced) and a bare fasthttp server, levels ${BASELINE_LEVELS:-1,64}"
   "$BIN" bench baseline --base "$base" --key "$key" --server-pid "$server_pid" --voice "$VOICE_REFERENCE" \
     --sweep "${BASELINE_LEVELS:-1,64}" --duration 500ms --paced-duration 2500ms --warmup 200ms --quiet --out "$OUT/baseline" | tee "$OUT/baseline/table.txt"
@@ -265,7 +226,7 @@ fi
 if [ "${BENCH_CARTESIA:-${BENCH_DIALECT:-1}}" = 1 ]; then
   mkdir -p "$tmp/dialect" "$OUT/cartesia"
   SERVER_NICE=10 start_server reference "sqlite://$tmp/dialect/bench.db" 0
-  key=$(workspace "sqlite://$tmp/dialect/bench.db")
+  key=$(workspace "$BIN" "sqlite://$tmp/dialect/bench.db")
   echo "== cartesia: $base (pid $server_pid, reference unpaced), native WebSocket and Cartesia socket, levels ${DIALECT_LEVELS:-1,64}"
   "$BIN" bench --target cartesia --base "$base/voice-svc/api/v1/public/compat/cartesia" --native "$base" --key "$key" \
     --voice "$VOICE_REFERENCE" --server-pid "$server_pid" --text "${DIALECT_TEXT:-Thanks for calling.}" --pace \
@@ -283,7 +244,7 @@ fi
 if [ "${BENCH_ELEVENLABS:-${BENCH_DIALECT:-1}}" = 1 ]; then
   mkdir -p "$tmp/elevenlabs" "$OUT/elevenlabs"
   SERVER_NICE=10 start_server reference "sqlite://$tmp/elevenlabs/bench.db" 0
-  key=$(workspace "sqlite://$tmp/elevenlabs/bench.db")
+  key=$(workspace "$BIN" "sqlite://$tmp/elevenlabs/bench.db")
   echo "== elevenlabs: stream-input vs the native WebSocket at $base (pid $server_pid), levels ${DIALECT_LEVELS:-1,64}"
   "$BIN" bench --target elevenlabs --base "$base/voice-svc/api/v1/public/compat/elevenlabs" --native "$base" --key "$key" \
     --voice "$VOICE_REFERENCE" --server-pid "$server_pid" \

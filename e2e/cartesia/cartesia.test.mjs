@@ -7,85 +7,41 @@
 //   cd e2e/cartesia && npm ci && VOICESVC_BIN=/path/to/voicesvc npm test
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { initializeLogger } from '@livekit/agents';
 import * as lkcartesia from '@livekit/agents-plugin-cartesia';
+import { Suite } from '../lib/server.mjs';
 
 // The client's ES build calls require('ws'), which Node 20 has no
 // require for in a module: load its CommonJS build.
 const require = createRequire(import.meta.url);
 const { Cartesia, AuthenticationError, BadRequestError, RateLimitError, NotFoundError } = require('@cartesia/cartesia-js');
 
-const run = promisify(execFile);
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.VOICESVC_BIN || join(here, '..', '..', 'bin', 'voicesvc');
-const dir = mkdtempSync(join(tmpdir(), 'voicesvc-e2e-cartesia-'));
-const DB = 'sqlite://' + join(dir, 'x.db');
+const suite = new Suite('voicesvc-e2e-cartesia-');
+const srv = suite.server();
 
-let server; // the child process
 let origin; // https://ADDR
 let apiRoot; // https://ADDR/voice-svc/api/v1/public
 let base; // the dialect's base URL: apiRoot/compat/cartesia
 let key; // a pro workspace's API key
 let voice; // an English catalog voice's id
 
-async function admin(...args) {
-  const { stdout } = await run(BIN, ['admin', ...args.slice(0, 2), '--db', DB, ...args.slice(2)]);
-  return JSON.parse(stdout);
-}
-
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--db', DB, '--engine', 'espeak',
-      '--tls-cert', process.env.VOICESVC_TLS_CERT, '--tls-key', process.env.VOICESVC_TLS_KEY],
-    { stdio: ['ignore', 'ignore', 'pipe'] });
-    server = child;
-    let buf = '';
-    let found = false;
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      if (found) return; // keep draining the pipe
-      buf += d;
-      const m = buf.match(/voicesvc listening on (https:\/\/\S+)/);
-      if (m) {
-        found = true;
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-}
-
 async function workspaceKey(plan, ...update) {
-  const ws = await admin('workspace', 'create', '--name', 'e2e-cartesia-' + plan, '--plan', plan);
-  if (update.length) await admin('workspace', 'update', '--id', ws.id, ...update);
-  return (await admin('key', 'create', '--workspace', ws.id)).key;
+  return (await srv.workspace(plan, 'e2e-cartesia-' + plan, ...update)).key;
 }
 
 before(async () => {
-  origin = await startServer();
-  apiRoot = origin + '/voice-svc/api/v1/public';
+  await srv.start('--tls-cert', process.env.VOICESVC_TLS_CERT, '--tls-key', process.env.VOICESVC_TLS_KEY);
+  origin = srv.base;
+  apiRoot = srv.api;
   base = apiRoot + '/compat/cartesia';
   key = await workspaceKey('pro');
-  const res = await fetch(apiRoot + '/voices?page_size=100', { headers: { 'X-API-Key': key } });
-  assert.equal(res.status, 200);
-  const en = (await res.json()).data.voices.filter((v) => v.alias && v.primary_language === 'en');
+  const en = await srv.englishVoices(key);
   assert.ok(en.length >= 1, 'an English catalog voice');
   voice = en[0].id;
 });
 
-after(() => {
-  if (server && server.exitCode === null) server.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => suite.close());
 
 // client: the official client as an agent configures it, but for the base URL.
 const client = (k = key) => new Cartesia({ apiKey: k, baseURL: base, maxRetries: 0 });

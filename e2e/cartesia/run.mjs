@@ -4,20 +4,17 @@
 // server under test serves TLS (--tls-cert/--tls-key) and Node trusts the
 // certificate through NODE_EXTRA_CA_CERTS, which Node reads only at start:
 // hence this launcher.
-import { spawnSync, execFileSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { makeCert } from '../lib/server.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const dir = mkdtempSync(join(tmpdir(), 'voicesvc-cartesia-tls-'));
-const cert = join(dir, 'cert.pem');
-const key = join(dir, 'key.pem');
 try {
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-    '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=voicesvc test',
-    '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const { cert, key } = await makeCert(dir, 'IP:127.0.0.1,DNS:localhost');
   const env = { ...process.env, NODE_EXTRA_CA_CERTS: cert, VOICESVC_TLS_CERT: cert, VOICESVC_TLS_KEY: key };
   const r = spawnSync(process.execPath, ['--test', '--test-concurrency=1', join(here, 'cartesia.test.mjs')],
     { stdio: 'inherit', env });

@@ -6,23 +6,15 @@
 //   cd e2e/deepgram && npm ci && VOICESVC_BIN=/path/to/voicesvc npm test
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import https from 'node:https';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { DeepgramClient, DeepgramError } from '@deepgram/sdk';
 import { initializeLogger } from '@livekit/agents';
 import * as lkdeepgram from '@livekit/agents-plugin-deepgram';
 import WebSocket from 'ws';
+import { Suite, Server, makeCert } from '../lib/server.mjs';
 
-const run = promisify(execFile);
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.VOICESVC_BIN || join(here, '..', '..', 'bin', 'voicesvc');
-const dir = mkdtempSync(join(tmpdir(), 'voicesvc-e2e-deepgram-'));
-const ROOT = '/voice-svc/api/v1/public';
+const suite = new Suite('voicesvc-e2e-deepgram-');
 const MODEL = 'aura-2-thalia-en'; // a workspace alias of an English catalog voice
 
 initializeLogger({ pretty: false, level: 'warn' });
@@ -32,61 +24,10 @@ const LONG = 'The quick brown fox jumps over the lazy dog near the river bank. '
   + 'A second sentence follows the first one, and it is a little longer than that. '
   + 'Finally, the third sentence ends this short paragraph about nothing much at all.';
 
-const servers = [];
-
-// Server is one voicesvc process on its own store.
-class Server {
-  constructor(name) {
-    this.db = 'sqlite://' + join(dir, name + '.db');
-  }
-
-  async admin(...args) {
-    const { stdout } = await run(BIN, ['admin', ...args.slice(0, 2), '--db', this.db, ...args.slice(2)]);
-    return JSON.parse(stdout);
-  }
-
-  // start spawns the binary and reads its address from the
-  // `voicesvc listening on URL` line.
-  start(...extra) {
-    return new Promise((resolve, reject) => {
-      const child = spawn(BIN, ['serve', '--db', this.db, '--engine', 'espeak', ...extra],
-        { stdio: ['ignore', 'ignore', 'pipe'] });
-      this.child = child;
-      servers.push(this);
-      let buf = '';
-      const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
-      child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
-      child.stderr.setEncoding('utf8');
-      child.stderr.on('data', (d) => {
-        if (this.base) return; // keep draining the pipe
-        buf += d;
-        const m = buf.match(/voicesvc listening on (https?:\/\/\S+)/);
-        if (m) {
-          clearTimeout(timer);
-          this.base = m[1];
-          this.api = m[1] + ROOT;
-          this.deepgram = this.api + '/compat/deepgram';
-          resolve(this);
-        }
-      });
-    });
-  }
-
-  // workspace makes a workspace, its key, and MODEL as an alias of one of
-  // its English catalog voices.
-  async workspace(plan, ...update) {
-    const ws = await this.admin('workspace', 'create', '--name', 'e2e-' + plan, '--plan', plan);
-    if (update.length) await this.admin('workspace', 'update', '--id', ws.id, ...update);
-    const key = (await this.admin('key', 'create', '--workspace', ws.id)).key;
-    const res = await fetch(this.api + '/voices?page_size=100', { headers: { 'X-API-Key': key } });
-    assert.equal(res.status, 200);
-    const voice = (await res.json()).data.voices.find((v) => v.alias && v.primary_language === 'en');
-    const put = await fetch(`${this.api}/voices/${voice.id}/aliases`, {
-      method: 'PUT', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
-      body: JSON.stringify({ aliases: [MODEL] }),
-    });
-    assert.equal(put.status, 200);
-    return { id: ws.id, key, voice };
+// DeepgramServer is a voicesvc with its Deepgram dialect's base URL.
+class DeepgramServer extends Server {
+  get deepgram() {
+    return this.api + '/compat/deepgram';
   }
 
   // nativeSeconds is the duration of native speak's WAV of text at rate.
@@ -104,15 +45,21 @@ class Server {
 let srv; // plain HTTP on a free port
 let ws; // its pro workspace
 
+// A pro workspace, its key, and MODEL as an alias of one of its English
+// catalog voices.
 before(async () => {
-  srv = await new Server('plain').start('--addr', '127.0.0.1:0');
-  ws = await srv.workspace('pro');
+  srv = await suite.server('plain', DeepgramServer).start();
+  const { id, key } = await srv.workspace('pro', 'e2e-pro');
+  const voice = (await srv.englishVoices(key))[0];
+  const put = await fetch(`${srv.api}/voices/${voice.id}/aliases`, {
+    method: 'PUT', headers: { 'X-API-Key': key, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ aliases: [MODEL] }),
+  });
+  assert.equal(put.status, 200);
+  ws = { id, key, voice };
 });
 
-after(() => {
-  for (const s of servers) if (s.child && s.child.exitCode === null) s.child.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => suite.close());
 
 const client = (opts = {}) => new DeepgramClient({ apiKey: ws.key, baseUrl: srv.deepgram, maxRetries: 0, ...opts });
 
@@ -456,20 +403,16 @@ test('LiveKit plugin: stream() within 2% of native; a stream interrupted mid-sen
 
 test('LiveKit plugin: synthesize() over TLS on port 443 of a random 127/8 address', async () => {
   const addr = `127.${1 + Math.floor(Math.random() * 250)}.${Math.floor(Math.random() * 250)}.${2 + Math.floor(Math.random() * 250)}`;
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-    '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=voicesvc test', '-addext', `subjectAltName=IP:${addr}`]);
+  const { cert, key } = await makeCert(suite.dir, `IP:${addr}`);
   // The plugin's https.request uses the global agent: trust the test's
   // certificate there (what NODE_EXTRA_CA_CERTS does for a whole process).
   https.globalAgent.options.ca = readFileSync(cert);
-  const tls = await new Server('tls').start('--addr', `${addr}:443`, '--tls-cert', cert, '--tls-key', key);
+  const tls = await suite.server('tls', DeepgramServer).start('--addr', `${addr}:443`, '--tls-cert', cert, '--tls-key', key);
   assert.equal(new URL(tls.base).port || "443", "443");
   // Its workspace by the admin command alone (the test's fetch does not
   // trust the certificate); the model is the catalog alias of the same
   // voice as on the plain server.
-  const w = await tls.admin('workspace', 'create', '--name', 'e2e-tls', '--plan', 'pro');
-  const tkey = (await tls.admin('key', 'create', '--workspace', w.id)).key;
+  const tkey = (await tls.workspace('pro', 'e2e-tls')).key;
   const tts = new lkdeepgram.TTS({ apiKey: tkey, baseUrl: tls.deepgram, model: ws.voice.alias, sampleRate: 16000 });
   const frames = [];
   for await (const ev of tts.synthesize(LONG)) frames.push(ev.frame);

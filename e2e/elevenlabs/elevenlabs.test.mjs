@@ -8,72 +8,27 @@
 //   cd e2e/elevenlabs && npm ci && VOICESVC_BIN=/path/to/voicesvc npm test
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, dirname } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
 import { ElevenLabsClient, ElevenLabsError } from '@elevenlabs/elevenlabs-js';
 import WebSocket from 'ws';
+import { Suite } from '../lib/server.mjs';
 
-const run = promisify(execFile);
-const here = dirname(fileURLToPath(import.meta.url));
-const BIN = process.env.VOICESVC_BIN || join(here, '..', '..', 'bin', 'voicesvc');
-const dir = mkdtempSync(join(tmpdir(), 'voicesvc-e2e-el-'));
-const DB = 'sqlite://' + join(dir, 'x.db');
+const suite = new Suite('voicesvc-e2e-el-');
+const srv = suite.server();
 
-let server; // the child process
 let apiRoot; // http://ADDR/voice-svc/api/v1/public
 let key; // a pro workspace's API key
 let voice; // an English catalog voice's alias
 
-async function admin(...args) {
-  const { stdout } = await run(BIN, ['admin', ...args.slice(0, 2), '--db', DB, ...args.slice(2)]);
-  return JSON.parse(stdout);
-}
-
-// startServer spawns the binary on a free port and resolves with its
-// address, read from the `voicesvc listening on http://ADDR` line.
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(BIN, ['serve', '--addr', '127.0.0.1:0', '--db', DB, '--engine', 'espeak'],
-      { stdio: ['ignore', 'ignore', 'pipe'] });
-    server = child;
-    let buf = '';
-    let found = false;
-    const timer = setTimeout(() => reject(new Error('server did not start: ' + buf)), 60_000);
-    child.on('exit', (code) => reject(new Error(`server exited ${code}: ${buf}`)));
-    child.stderr.setEncoding('utf8');
-    child.stderr.on('data', (d) => {
-      if (found) return; // keep draining the pipe
-      buf += d;
-      const m = buf.match(/voicesvc listening on (http:\/\/\S+)/);
-      if (m) {
-        found = true;
-        clearTimeout(timer);
-        resolve(m[1]);
-      }
-    });
-  });
-}
-
 before(async () => {
-  const base = await startServer();
-  apiRoot = base + '/voice-svc/api/v1/public';
-  const ws = await admin('workspace', 'create', '--name', 'e2e-elevenlabs', '--plan', 'pro');
-  key = (await admin('key', 'create', '--workspace', ws.id)).key;
-  const res = await fetch(apiRoot + '/voices?page_size=100', { headers: { 'X-API-Key': key } });
-  assert.equal(res.status, 200);
-  const en = (await res.json()).data.voices.filter((v) => v.alias && v.primary_language === 'en');
+  await srv.start();
+  apiRoot = srv.api;
+  key = (await srv.workspace('pro', 'e2e-elevenlabs')).key;
+  const en = await srv.englishVoices(key);
   assert.ok(en.length >= 1, 'an English catalog voice');
   voice = en[0].alias;
 });
 
-after(() => {
-  if (server && server.exitCode === null) server.kill('SIGTERM');
-  rmSync(dir, { recursive: true, force: true });
-});
+after(() => suite.close());
 
 const client = (k = key) => new ElevenLabsClient({ apiKey: k, baseUrl: apiRoot + '/compat/elevenlabs', maxRetries: 0 });
 
