@@ -1,10 +1,10 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -93,12 +93,48 @@ func (sc *elevenLabsScenario) close() {
 	}
 }
 
-// elevenLabsMsg is what the client reads of a server message (its audio
-// is measured, not decoded).
+// elevenLabsMsg is what the client reads of a server message: its audio
+// is measured (the base64 length), not decoded.
 type elevenLabsMsg struct {
+	Audio   int // base64 characters of "audio" (0: null or none)
+	IsFinal bool
+	Error   string
+}
+
+// elevenLabsFields is how a server message is decoded when the quick scan
+// cannot tell (an error, or a shape it does not expect).
+type elevenLabsFields struct {
 	Audio   *string `json:"audio"`
 	IsFinal bool    `json:"isFinal"`
 	Error   string  `json:"error"`
+}
+
+// scanElevenLabsMsg reads a server message. An audio message (most of
+// them, each with up to kilobytes of base64) is read without a JSON
+// decode: the client's own cost per message would otherwise be a good
+// part of the time between utterances at one stream, time in which the
+// server idles, which the native side's binary frames do not have. Any
+// other message is decoded in full; ok is false for one that is not JSON.
+func scanElevenLabsMsg(b []byte) (m elevenLabsMsg, ok bool) {
+	const audioKey = `{"audio":"`
+	if bytes.HasPrefix(b, []byte(audioKey)) {
+		if end := bytes.IndexByte(b[len(audioKey):], '"'); end >= 0 {
+			rest := b[len(audioKey)+end:]
+			if !bytes.Contains(rest, []byte(`"error"`)) {
+				m.Audio, m.IsFinal = end, bytes.Contains(rest, []byte(`"isFinal":true`))
+				return m, true
+			}
+		}
+	}
+	var f elevenLabsFields
+	if json.Unmarshal(b, &f) != nil {
+		return m, false
+	}
+	if f.Audio != nil {
+		m.Audio = len(*f.Audio)
+	}
+	m.IsFinal, m.Error = f.IsFinal, f.Error
+	return m, true
 }
 
 func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
@@ -140,7 +176,8 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 		}
 	}
 	var last time.Time
-	var bytes int
+	var b64 int // base64 characters of audio
+	var buf bytes.Buffer
 	for {
 		_, r, err := c.NextReader()
 		now := time.Now() // at receipt: parsing is not the server's time
@@ -151,9 +188,10 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 			}
 			break
 		}
-		b, err := io.ReadAll(r)
-		var m elevenLabsMsg
-		if err != nil || json.Unmarshal(b, &m) != nil {
+		buf.Reset()
+		_, err = buf.ReadFrom(r)
+		m, ok := scanElevenLabsMsg(buf.Bytes())
+		if err != nil || !ok {
 			s.err = "el:bad_message"
 			break
 		}
@@ -161,7 +199,7 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 			s.err = "el:" + m.Error
 			break
 		}
-		if m.Audio != nil && *m.Audio != "" {
+		if m.Audio > 0 {
 			if s.ttfb == 0 {
 				s.ttfb = now.Sub(start)
 				sc.dialAhead(ctx, slot)
@@ -170,14 +208,14 @@ func (sc *elevenLabsScenario) do(ctx context.Context, slot int) sample {
 				s.gaps = append(s.gaps, Ms(now.Sub(last)))
 			}
 			last = now
-			bytes += len(*m.Audio) / 4 * 3
+			b64 += m.Audio
 		}
 		if m.IsFinal {
 			break
 		}
 	}
 	s.total = time.Since(start)
-	s.audio = float64(bytes) / 2 / float64(sc.rate)
+	s.audio = float64(b64/4*3) / 2 / float64(sc.rate)
 	if s.err == "" && s.ttfb == 0 {
 		s.err = "el:no_audio"
 	}
@@ -194,8 +232,8 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 	if o.Voice == "" {
 		return nil, fmt.Errorf("--target elevenlabs needs --voice (the server's voice id)")
 	}
-	sides := []side{{scenarioElevenLabs, reuse(newElevenLabsScenario(o.BaseURL, o.APIKey, o.Voice, o.Text, o.SampleRate)),
-		pickProcSource(o.BaseURL, o.ServerPID)}}
+	voice := o.Voice
+	var native *side
 	if o.Native != "" {
 		t := &target{base: o.Native, apiRoot: o.Native + apiPath, key: o.APIKey,
 			client: newHTTPClient(4), text: o.Text, format: "s16le", sampleRate: o.SampleRate}
@@ -203,7 +241,15 @@ func executeElevenLabs(ctx context.Context, o Options) (*Run, error) {
 		if err := t.resolveVoice(ctx, o.Voice); err != nil {
 			return nil, err
 		}
-		sides = append(sides, side{scenarioElevenLabsNative, reuse(newWSScenario(t, 1, false, o.TPS)), pickProcSource(o.Native, o.ServerPID)})
+		// Both sides name the voice the same way: by the id the native
+		// side resolved (an agent's ElevenLabs voice_id is an id too).
+		voice = t.voiceID
+		native = &side{scenarioElevenLabsNative, reuse(newWSScenario(t, 1, false, o.TPS)), pickProcSource(o.Native, o.ServerPID)}
+	}
+	sides := []side{{scenarioElevenLabs, reuse(newElevenLabsScenario(o.BaseURL, o.APIKey, voice, o.Text, o.SampleRate)),
+		pickProcSource(o.BaseURL, o.ServerPID)}}
+	if native != nil {
+		sides = append(sides, *native)
 	}
 	// More than one stream is a population of realtime listeners, paced.
 	return runSides(ctx, o, sidesRun{engine: "elevenlabs", format: "pcm", tune: func(level float64, spec *loadSpec, _ *Result) {

@@ -32,3 +32,27 @@ func TestElevenLabsDialectAdded(t *testing.T) {
 		t.Fatalf("summary:\n%s", b.String())
 	}
 }
+
+// TestScanElevenLabsMsg: the quick read of audio messages agrees with a
+// JSON decode, and anything else is decoded in full.
+func TestScanElevenLabsMsg(t *testing.T) {
+	for _, tc := range []struct {
+		msg  string
+		want elevenLabsMsg
+		ok   bool
+	}{
+		{`{"audio":"AAAA","isFinal":false,"alignment":{"chars":["e","r"]},"contextId":"c1"}`, elevenLabsMsg{Audio: 4}, true},
+		{`{"audio":"AAAABBBB","isFinal":true}`, elevenLabsMsg{Audio: 8, IsFinal: true}, true},
+		{`{"audio":null,"isFinal":true,"contextId":"c"}`, elevenLabsMsg{IsFinal: true}, true},
+		{`{"isFinal":false, "audio":"AAAA"}`, elevenLabsMsg{Audio: 4}, true},
+		{`{"error":"rate_limited","message":"slow down"}`, elevenLabsMsg{Error: "rate_limited"}, true},
+		{`{"audio":"AA","error":"x"}`, elevenLabsMsg{Audio: 2, Error: "x"}, true},
+		{`{"audio":"AA`, elevenLabsMsg{}, false},
+		{`not json`, elevenLabsMsg{}, false},
+	} {
+		got, ok := scanElevenLabsMsg([]byte(tc.msg))
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("%s: %+v %v, want %+v %v", tc.msg, got, ok, tc.want, tc.ok)
+		}
+	}
+}

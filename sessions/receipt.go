@@ -56,6 +56,13 @@ func (t *task) heardWords(sentence int, text string, at int, words []synth.Word)
 	f := getFrame()
 	f.task = t
 	f.hdr = t.enc.Words(f.hdr, sentence, text, at, words)
+	if len(f.hdr) == 0 {
+		// The protocol has no message for words (ElevenLabs sends them
+		// with the audio): nothing to queue, and no writer to wake ahead
+		// of the chunk's audio.
+		putFrame(f)
+		return nil
+	}
 	return s.pushAudio(t, f)
 }
 
