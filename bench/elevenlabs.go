@@ -17,11 +17,13 @@ import (
 // vendor, or voicesvc's dialect at {api_root}/compat/elevenlabs): one
 // utterance a stream-input socket, the text in its first message then the
 // closing empty text, pcm audio at --sample-rate.
-// Each worker's next socket is dialled while its current one speaks, so the
-// handshake and the session's setup are not in the time to first audio byte (as the ws scenario's sessions are
-// dialled up front). With --native (the voicesvc behind --base), its own
-// realtime WebSocket is measured by the same client in the same run, round
-// by round in turn: what the dialect adds over the native socket.
+// Each worker's next socket is dialled while its current one speaks (after
+// its first audio byte), so no handshake or session setup is in a time to
+// first audio byte, as none is for the ws scenario's sessions (dialled up
+// front). With --native (the voicesvc behind --base), its own realtime
+// WebSocket is measured by the same client in the same run, round by round
+// in turn: what the dialect adds over the native socket. Both sides then
+// name the voice by the same id, and both read audio without decoding it.
 
 // Scenario names of the elevenlabs target's results.
 const (
