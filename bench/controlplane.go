@@ -51,12 +51,16 @@ type CPOptions struct {
 
 // CPResult is one case at one level: the median over the rounds.
 type CPResult struct {
-	Case        string    `json:"case"`
-	Concurrency int       `json:"concurrency"`
-	RPS         float64   `json:"ops_per_second"`
-	TTFBp50     float64   `json:"ttfb_p50_ms"`
-	RoundTrips  float64   `json:"store_round_trips_per_request"`
-	Rounds      []float64 `json:"rounds_ops_per_second"`
+	Case        string  `json:"case"`
+	Concurrency int     `json:"concurrency"`
+	RPS         float64 `json:"ops_per_second"`
+	TTFBp50     float64 `json:"ttfb_p50_ms"`
+	RoundTrips  float64 `json:"store_round_trips_per_request"`
+	// CPUus is the server's CPU time per admitted request, in µs: what
+	// limits and billing cost, read off /proc where req/s on a shared
+	// machine moves with its neighbours.
+	CPUus  float64   `json:"server_cpu_us_per_request"`
+	Rounds []float64 `json:"rounds_ops_per_second"`
 }
 
 // DefaultCPCases: SQLite off and enforce, Postgres enforce, and Postgres
@@ -148,7 +152,7 @@ func ControlPlane(ctx context.Context, o CPOptions) ([]CPResult, error) {
 		c string
 		l int
 	}
-	samples := map[key][][3]float64{}
+	samples := map[key][][4]float64{}
 	for round := 1; round <= o.Rounds; round++ {
 		for _, c := range o.Cases {
 			srv, err := startCPServer(ctx, o, c)
@@ -156,17 +160,17 @@ func ControlPlane(ctx context.Context, o CPOptions) ([]CPResult, error) {
 				return nil, fmt.Errorf("%s: %w", c.Name, err)
 			}
 			for _, level := range o.Levels {
-				rps, ttfb, rt, err := srv.measure(ctx, o, level)
+				rps, ttfb, rt, cpu, err := srv.measure(ctx, o, level)
 				if err != nil {
 					srv.stop()
 					return nil, fmt.Errorf("%s c=%d: %w", c.Name, level, err)
 				}
 				if o.Progress != nil {
-					fmt.Fprintf(o.Progress, "round %d %-17s c=%-3d %8.0f req/s  TTFB p50 %.2f ms  %.4f store calls/request\n",
-						round, c.Name, level, rps, ttfb, rt)
+					fmt.Fprintf(o.Progress, "round %d %-17s c=%-3d %8.0f req/s  TTFB p50 %.2f ms  %.4f store calls/request  %.0f µs CPU/request\n",
+						round, c.Name, level, rps, ttfb, rt, cpu)
 				}
 				k := key{c.Name, level}
-				samples[k] = append(samples[k], [3]float64{rps, ttfb, rt})
+				samples[k] = append(samples[k], [4]float64{rps, ttfb, rt, cpu})
 			}
 			srv.stop()
 		}
@@ -176,7 +180,7 @@ func ControlPlane(ctx context.Context, o CPOptions) ([]CPResult, error) {
 		for _, l := range o.Levels {
 			s := samples[key{c.Name, l}]
 			r := CPResult{Case: c.Name, Concurrency: l}
-			r.RPS, r.TTFBp50, r.RoundTrips = median(s, 0), median(s, 1), median(s, 2)
+			r.RPS, r.TTFBp50, r.RoundTrips, r.CPUus = median(s, 0), median(s, 1), median(s, 2), median(s, 3)
 			for _, x := range s {
 				r.Rounds = append(r.Rounds, x[0])
 			}
@@ -186,7 +190,7 @@ func ControlPlane(ctx context.Context, o CPOptions) ([]CPResult, error) {
 	return res, nil
 }
 
-func median(s [][3]float64, i int) float64 {
+func median(s [][4]float64, i int) float64 {
 	xs := make([]float64, len(s))
 	for j, x := range s {
 		xs[j] = x[i]
@@ -200,20 +204,20 @@ func median(s [][3]float64, i int) float64 {
 
 // WriteControlPlane prints the medians and the acceptance ratios.
 func WriteControlPlane(w io.Writer, res []CPResult) {
-	fmt.Fprintln(w, "| case | c | req/s (median) | TTFB p50 ms | store calls / request | rounds req/s |")
-	fmt.Fprintln(w, "| - | - | - | - | - | - |")
+	fmt.Fprintln(w, "| case | c | req/s (median) | TTFB p50 ms | store calls / request | server CPU µs / request | rounds req/s |")
+	fmt.Fprintln(w, "| - | - | - | - | - | - | - |")
 	by := map[string]CPResult{}
 	for _, r := range res {
 		by[fmt.Sprint(r.Case, r.Concurrency)] = r
-		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.4f | %v |\n", r.Case, r.Concurrency, r.RPS, r.TTFBp50, r.RoundTrips, roundList(r.Rounds))
+		fmt.Fprintf(w, "| %s | %d | %.0f | %.2f | %.4f | %.0f | %v |\n", r.Case, r.Concurrency, r.RPS, r.TTFBp50, r.RoundTrips, r.CPUus, roundList(r.Rounds))
 	}
 	for _, r := range res {
 		base, ok := by[fmt.Sprint("sqlite-off", r.Concurrency)]
 		if !ok || r.Case == "sqlite-off" || base.RPS == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s / sqlite-off at c=%d: %.2f of the req/s, TTFB p50 %+.2f ms\n",
-			r.Case, r.Concurrency, r.RPS/base.RPS, r.TTFBp50-base.TTFBp50)
+		fmt.Fprintf(w, "%s / sqlite-off at c=%d: %.2f of the req/s, TTFB p50 %+.2f ms, %.2f of the server CPU per request\n",
+			r.Case, r.Concurrency, r.RPS/base.RPS, r.TTFBp50-base.TTFBp50, ratio(r.CPUus, base.CPUus))
 	}
 }
 
@@ -309,37 +313,46 @@ func (s *cpServer) stop() {
 }
 
 // measure runs speak "Hi." at level and counts the store calls and the
-// admitted syntheses around it on /metrics.
-func (s *cpServer) measure(ctx context.Context, o CPOptions, level int) (rps, ttfb, roundTrips float64, err error) {
+// admitted syntheses around it on /metrics, and the server's CPU time.
+func (s *cpServer) measure(ctx context.Context, o CPOptions, level int) (rps, ttfb, roundTrips, cpuUS float64, err error) {
 	opts := Options{BaseURL: s.base, APIKey: s.key, Voice: "ref-en-high", Text: "Hi.",
 		Scenarios: []string{"speak"}, Concurrency: level, Duration: o.Warmup}
 	if _, err := Execute(ctx, opts); err != nil { // warm: caches, leases
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	calls0, ok0, err := s.counts(ctx)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
+	}
+	cpu0, err := readProcStat(s.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, 0, 0, err
 	}
 	opts.Duration = o.Duration
 	run, err := Execute(ctx, opts)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
+	}
+	cpu1, err := readProcStat(s.cmd.Process.Pid)
+	if err != nil {
+		return 0, 0, 0, 0, err
 	}
 	calls1, ok1, err := s.counts(ctx)
 	if err != nil {
-		return 0, 0, 0, err
+		return 0, 0, 0, 0, err
 	}
 	if len(run.Results) == 0 {
-		return 0, 0, 0, errors.New("no result")
+		return 0, 0, 0, 0, errors.New("no result")
 	}
 	r := run.Results[0]
 	if r.ErrorCount > 0 {
-		return 0, 0, 0, fmt.Errorf("%d errors: %v", r.ErrorCount, r.Errors)
+		return 0, 0, 0, 0, fmt.Errorf("%d errors: %v", r.ErrorCount, r.Errors)
 	}
 	if ok1 > ok0 {
 		roundTrips = (calls1 - calls0) / (ok1 - ok0)
+		cpuUS = (cpu1.cpu - cpu0.cpu) / (ok1 - ok0) * 1e6
 	}
-	return r.Throughput, r.TTFB.P50, roundTrips, nil
+	return r.Throughput, r.TTFB.P50, roundTrips, cpuUS, nil
 }
 
 // counts reads the store calls (every voicesvc_store_duration_seconds
