@@ -70,6 +70,36 @@ var DefaultCPCases = []CPCase{{"sqlite-off", "sqlite", "off", 0}, {"sqlite-enfor
 	{"postgres-enforce", "postgres", "enforce", 0}, {"postgres-off", "postgres", "off", 0},
 	{"sqlite-enforce-rps", "sqlite", "enforce", 100_000}, {"postgres-enforce-rps", "postgres", "enforce", 100_000}}
 
+// cpFile is the control plane's results in its --out directory: not
+// results.json, which names a Run (bench summary reads every
+// DIR/*/results.json as one), but read by bench summary too.
+const cpFile = "controlplane.json"
+
+// WriteControlPlaneJSON writes res to dir (--out), made if need be.
+func WriteControlPlaneJSON(dir string, res []CPResult) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	b, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, cpFile), append(b, '\n'), 0o644)
+}
+
+// ReadControlPlane reads the results written to dir (--out).
+func ReadControlPlane(dir string) ([]CPResult, error) {
+	b, err := os.ReadFile(filepath.Join(dir, cpFile))
+	if err != nil {
+		return nil, err
+	}
+	var res []CPResult
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, cpFile), err)
+	}
+	return res, nil
+}
+
 // selectCPCases picks DefaultCPCases named in names (comma separated;
 // empty: all), in their order, leaving out the Postgres ones without pg.
 func selectCPCases(names string, pg bool) ([]CPCase, error) {
@@ -92,6 +122,20 @@ func selectCPCases(names string, pg bool) ([]CPCase, error) {
 	return cases, nil
 }
 
+// absBinary is bin as an absolute path: the servers run in directories of
+// their own, where a relative --bin (make bench passes bin/voicesvc) names
+// nothing. A bare name is looked up in PATH.
+func absBinary(bin string) (string, error) {
+	if !strings.ContainsRune(bin, filepath.Separator) {
+		p, err := exec.LookPath(bin)
+		if err != nil {
+			return "", err
+		}
+		bin = p
+	}
+	return filepath.Abs(bin)
+}
+
 func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("voicesvc bench controlplane", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -104,7 +148,7 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&o.Rounds, "rounds", 3, "rounds; the cases alternate within each")
 	fs.DurationVar(&o.Duration, "duration", 3*time.Second, "measured time per case and level")
 	fs.DurationVar(&o.Warmup, "warmup", time.Second, "warm-up per case and level")
-	fs.StringVar(&out, "out", "", "write results.json here too")
+	fs.StringVar(&out, "out", "", "write "+cpFile+" here too")
 	fs.StringVar(&cases, "cases", "", "the cases to run, comma separated (default: all; the Postgres ones need --pg)")
 	fs.StringVar(&extra, "serve-args", "", "extra serve flags, space separated (e.g. --leases=false)")
 	if err := fs.Parse(args); err != nil {
@@ -127,6 +171,10 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 		fmt.Fprintln(stderr, "bench:", err)
 		return 2
 	}
+	if o.Bin, err = absBinary(o.Bin); err != nil {
+		fmt.Fprintln(stderr, "bench: --bin:", err)
+		return 2
+	}
 	res, err := ControlPlane(ctx, o)
 	if err != nil {
 		fmt.Fprintln(stderr, "bench:", err)
@@ -134,11 +182,7 @@ func controlPlaneMain(ctx context.Context, args []string, stdout, stderr io.Writ
 	}
 	WriteControlPlane(stdout, res)
 	if out != "" {
-		if err := os.MkdirAll(out, 0o755); err == nil {
-			b, _ := json.MarshalIndent(res, "", "  ")
-			err = os.WriteFile(filepath.Join(out, "results.json"), b, 0o644)
-		}
-		if err != nil {
+		if err := WriteControlPlaneJSON(out, res); err != nil {
 			fmt.Fprintln(stderr, "bench:", err)
 			return 1
 		}

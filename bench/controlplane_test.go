@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -57,5 +59,76 @@ func TestWriteControlPlane(t *testing.T) {
 	}
 	if strings.Contains(out, "at c=64") {
 		t.Errorf("a ratio without sqlite-off at its level:\n%s", out)
+	}
+}
+
+// TestAbsBinary: --bin as make bench passes it (relative to the checkout)
+// names the same file from any directory. A regression: the servers, run
+// in directories of their own, could not be started from bin/voicesvc.
+func TestAbsBinary(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	if err := os.MkdirAll("bin", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile("bin/voicesvc", []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := absBinary("bin/voicesvc")
+	if err != nil || !filepath.IsAbs(got) {
+		t.Fatalf("absBinary: %q %v", got, err)
+	}
+	if want, _ := filepath.EvalSymlinks(filepath.Join(dir, "bin", "voicesvc")); mustEval(t, got) != want {
+		t.Errorf("absBinary: %q, want %q", got, want)
+	}
+	if sh, err := absBinary("sh"); err != nil || !filepath.IsAbs(sh) {
+		t.Errorf("a bare name from PATH: %q %v", sh, err)
+	}
+	if _, err := absBinary("no-such-voicesvc-binary"); err == nil {
+		t.Error("a bare name not in PATH was taken")
+	}
+}
+
+func mustEval(t *testing.T, p string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestSummaryWithControlPlane: make bench's output directory, runs and the
+// control plane's results side by side, summarizes (a regression: the
+// control plane wrote results.json, which bench summary could not read as
+// a run, so the whole summary failed).
+func TestSummaryWithControlPlane(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "reference"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	run := &Run{Engine: "reference", Results: []*Result{{Scenario: "speak", Mode: "closed", Concurrency: 1,
+		TTFB: Dist{N: 10, P50: 0.5, P99: 1}}}}
+	if err := run.WriteJSON(filepath.Join(dir, "reference", "results.json")); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	if code := summaryMain([]string{dir}, &stdout, &stderr); code != 0 || strings.Contains(stdout.String(), "Control plane") {
+		t.Fatalf("without a control plane: %d %s\n%s", code, stderr.String(), stdout.String())
+	}
+	cp := filepath.Join(dir, "controlplane")
+	if err := WriteControlPlaneJSON(cp, []CPResult{
+		{Case: "sqlite-off", Concurrency: 16, RPS: 10000, TTFBp50: 1, CPUus: 200},
+		{Case: "sqlite-enforce", Concurrency: 16, RPS: 9500, TTFBp50: 1.05, CPUus: 200},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	if code := summaryMain([]string{dir}, &stdout, &stderr); code != 0 {
+		t.Fatalf("summary: %d %s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "## Control plane") ||
+		!strings.Contains(stdout.String(), "sqlite-enforce / sqlite-off at c=16: 0.95 of the req/s") {
+		t.Fatalf("summary:\n%s", stdout.String())
 	}
 }

@@ -1,8 +1,10 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -308,6 +310,16 @@ func summaryMain(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	WriteSummary(stdout, runs, names)
+	// The control-plane scenario (make bench's controlplane/), when run.
+	cp, err := ReadControlPlane(filepath.Join(args[0], "controlplane"))
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "\n## Control plane (speak \"Hi.\" closed loop, medians of the rounds)\n\n")
+		WriteControlPlane(stdout, cp)
+	case !errors.Is(err, fs.ErrNotExist):
+		fmt.Fprintln(stderr, "bench:", err)
+		return 1
+	}
 	return 0
 }
 

@@ -207,7 +207,7 @@ fi
 # 100,000 (the rps window's leases; the Postgres cases need
 # VOICESVC_BENCH_PG, else VOICESVC_TEST_PG), alternated, 3 rounds, medians;
 # with the store round trips per admitted request from
-# voicesvc_store_duration_seconds (controlplane/: results.json, table.txt).
+# voicesvc_store_duration_seconds (controlplane/: controlplane.json, table.txt; bench summary adds its table).
 if [ "${BENCH_CONTROLPLANE:-1}" = 1 ]; then
   mkdir -p "$OUT/controlplane"
   echo "== control plane: speak \"Hi.\", reference unpaced, c=16,64, 3 rounds"
