@@ -110,7 +110,7 @@ func (l *MemoryLimiter) Acquire(_ context.Context, ws, kind string, limit int) (
 	n := l.slots[k]
 	if n >= limit {
 		l.mu.Unlock()
-		return nil, 0, slotError(kind)
+		return nil, 0, SlotError(kind)
 	}
 	l.slots[k] = n + 1
 	l.mu.Unlock()
@@ -150,9 +150,9 @@ func (m *memLease) Release() {
 	}
 }
 
-// slotError is the refusal for a full kind. Slots free up when a synthesis
+// SlotError is the refusal for a full kind. Slots free up when a synthesis
 // ends, which is usually within seconds: 1 second is the honest hint.
-func slotError(kind string) *Error {
+func SlotError(kind string) *Error {
 	if kind == SlotSession {
 		return &Error{Code: ETooManySessions, Message: "too many open realtime sessions for this workspace", RetryAfter: 1}
 	}

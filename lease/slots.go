@@ -60,7 +60,7 @@ func (m *Manager) headroom(limit, used int) int {
 // or expired: EStoreUnavailable.
 func (m *Manager) Acquire(ctx context.Context, ws, kind string, limit int) (control.Lease, int, error) {
 	if limit < 1 {
-		return nil, 0, slotError(kind)
+		return nil, 0, control.SlotError(kind)
 	}
 	p := m.pool(slotKey{ws, kind})
 	asked := 0 // store calls that this request made itself
@@ -72,7 +72,7 @@ func (m *Manager) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 		}
 		if p.inUse >= limit && !p.stale { // stale: shrink the share in the store first
 			p.mu.Unlock()
-			return nil, 0, slotError(kind)
+			return nil, 0, control.SlotError(kind)
 		}
 		if !p.stale && p.inUse < p.held && now.Before(p.until) && (p.syncing == nil || p.inUse < p.capInFlight) {
 			p.inUse++
@@ -86,7 +86,7 @@ func (m *Manager) Acquire(ctx context.Context, ws, kind string, limit int) (cont
 		// slot for it (the others' shares fill the limit).
 		if asked > 0 && p.free == 0 && p.syncing == nil && !p.stale && now.Before(p.until) || loops > 32 {
 			p.mu.Unlock()
-			return nil, 0, slotError(kind)
+			return nil, 0, control.SlotError(kind)
 		}
 		// The next ask covers every request waiting, plus headroom.
 		p.waiting++
@@ -220,12 +220,4 @@ func (s *slot) Release() {
 	if exact {
 		s.m.kick()
 	}
-}
-
-// slotError is the refusal for a full kind, like control.MemoryLimiter's.
-func slotError(kind string) *control.Error {
-	if kind == control.SlotSession {
-		return &control.Error{Code: control.ETooManySessions, Message: "too many open realtime sessions for this workspace", RetryAfter: 1}
-	}
-	return &control.Error{Code: control.EConcurrencyLimited, Message: "all concurrent-stream slots of this workspace are in use", RetryAfter: 1}
 }
