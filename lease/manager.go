@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -191,6 +193,14 @@ func (m *Manager) Invalidate(ws string) {
 	m.kick()
 }
 
+// snapshot is every pool, account and rate share now, to work on outside
+// m.mu.
+func (m *Manager) snapshot() ([]*pool, []*account, []*rate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Collect(maps.Values(m.pools)), slices.Collect(maps.Values(m.accts)), slices.Collect(maps.Values(m.rates))
+}
+
 func (m *Manager) kick() {
 	select {
 	case m.wake <- struct{}{}:
@@ -207,12 +217,7 @@ func (m *Manager) Close(ctx context.Context) error {
 	}
 	m.cancel()
 	<-m.done
-	m.mu.Lock()
-	accts := make([]*account, 0, len(m.accts))
-	for _, a := range m.accts {
-		accts = append(accts, a)
-	}
-	m.mu.Unlock()
+	_, accts, _ := m.snapshot()
 	var first error
 	for _, a := range accts {
 		if err := m.settle(ctx, a, 0); err != nil && first == nil {
@@ -260,16 +265,7 @@ func (m *Manager) loop(ctx context.Context) {
 // resizes; a kick only syncs what is stale or dirty. It renews what it did
 // not touch when renew is due, and reports whether it renewed.
 func (m *Manager) syncAll(ctx context.Context, tick, renew bool) bool {
-	m.mu.Lock()
-	pools := make([]*pool, 0, len(m.pools))
-	for _, p := range m.pools {
-		pools = append(pools, p)
-	}
-	accts := make([]*account, 0, len(m.accts))
-	for _, a := range m.accts {
-		accts = append(accts, a)
-	}
-	m.mu.Unlock()
+	pools, accts, _ := m.snapshot()
 	now := m.now()
 	if tick {
 		m.rateIdle(now)

@@ -19,20 +19,7 @@ type SlotStats struct{ Held, InUse int }
 
 // Stats sums the leases held now.
 func (m *Manager) Stats() Stats {
-	m.mu.Lock()
-	pools := make([]*pool, 0, len(m.pools))
-	for _, p := range m.pools {
-		pools = append(pools, p)
-	}
-	accts := make([]*account, 0, len(m.accts))
-	for _, a := range m.accts {
-		accts = append(accts, a)
-	}
-	rates := make([]*rate, 0, len(m.rates))
-	for _, r := range m.rates {
-		rates = append(rates, r)
-	}
-	m.mu.Unlock()
+	pools, accts, rates := m.snapshot()
 	now := m.now()
 	s := Stats{Slots: map[string]SlotStats{}, Syncs: m.syncs.Load(), SyncErrors: m.syncErrors.Load()}
 	ws := map[string]bool{}
