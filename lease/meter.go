@@ -82,9 +82,10 @@ func (mt *meter) Charge(ctx context.Context, ws *control.Workspace, chars int64)
 		if a.mode != l.Billing || a.allowance != l.MonthlyChars {
 			a.mode, a.allowance, a.stale = l.Billing, l.MonthlyChars, true
 		}
-		fresh := a.known && !a.stale && a.month == control.Month(now) && now.Before(a.until)
+		day := control.Day(now)
+		fresh := a.known && !a.stale && a.month == day[:7] && now.Before(a.until)
 		if fresh && (a.mode == control.BillingMeter || a.avail-chars >= max(a.floor, 0)) {
-			c := a.take(now, chars)
+			c := a.take(now, day, chars)
 			rem := a.remaining()
 			a.mu.Unlock()
 			return c, rem, nil
@@ -115,9 +116,8 @@ func (mt *meter) Charge(ctx context.Context, ws *control.Workspace, chars int64)
 	}
 }
 
-// take charges chars (a.mu held).
-func (a *account) take(now time.Time, chars int64) control.Charge {
-	day := control.Day(now)
+// take charges chars on day, now's UTC day (a.mu held).
+func (a *account) take(now time.Time, day string, chars int64) control.Charge {
 	if a.mode == control.BillingEnforce {
 		a.avail -= chars
 	}
