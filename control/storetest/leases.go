@@ -1,7 +1,7 @@
 package storetest
 
 import (
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,26 +40,16 @@ func testLeaseSlots(t *testing.T, s control.Store) {
 	}
 	// Concurrent holders asking for more than the limit together.
 	ws2 := mustWorkspace(t, s, "pro").ID
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	total := 0
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func(i int) {
-			defer wg.Done()
-			h, _, err := s.LeaseSlots(ctx, string(rune('a'+i)), ws2, control.SlotStream, 20, 0, 7, ttl)
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			total += h
-			mu.Unlock()
-		}(i)
-	}
-	wg.Wait()
-	if total != 20 {
-		t.Fatalf("concurrent shares sum to %d of 20", total)
+	var total atomic.Int64
+	parallel(8, func(i int) {
+		h, _, err := s.LeaseSlots(ctx, string(rune('a'+i)), ws2, control.SlotStream, 20, 0, 7, ttl)
+		if err != nil {
+			t.Error(err)
+		}
+		total.Add(int64(h))
+	})
+	if total.Load() != 20 {
+		t.Fatalf("concurrent shares sum to %d of 20", total.Load())
 	}
 	// A limit lowered under running streams: the holder keeps the slots
 	// it uses, and they count against everyone else.
@@ -169,26 +159,16 @@ func testLeaseRequests(t *testing.T, s control.Store) {
 	}
 	// Concurrent askers wanting more than the limit together.
 	ws2 := mustWorkspace(t, s, "pro").ID
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	total := 0
-	for i := 0; i < 8; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g, err := s.LeaseRequests(ctx, ws2, 100, 20, control.RequestsBack{})
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			mu.Lock()
-			total += g.Granted
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	if total != 100 {
-		t.Fatalf("concurrent shares sum to %d of 100", total)
+	var total atomic.Int64
+	parallel(8, func(int) {
+		g, err := s.LeaseRequests(ctx, ws2, 100, 20, control.RequestsBack{})
+		if err != nil {
+			t.Error(err)
+		}
+		total.Add(int64(g.Granted))
+	})
+	if total.Load() != 100 {
+		t.Fatalf("concurrent shares sum to %d of 100", total.Load())
 	}
 	time.Sleep(1100 * time.Millisecond)
 	// The window moved on: a give-back of an expired share frees nothing
