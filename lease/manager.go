@@ -201,6 +201,17 @@ func (m *Manager) snapshot() ([]*pool, []*account, []*rate) {
 	return slices.Collect(maps.Values(m.pools)), slices.Collect(maps.Values(m.accts)), slices.Collect(maps.Values(m.rates))
 }
 
+// awaitSync waits for the store call in flight that closes ch (a caller
+// then retries); a ctx that ends first is the store not answering.
+func awaitSync(ctx context.Context, ch <-chan struct{}) error {
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return control.StoreUnavailableError(ctx.Err())
+	}
+}
+
 func (m *Manager) kick() {
 	select {
 	case m.wake <- struct{}{}:

@@ -204,12 +204,7 @@ func (m *Manager) settle(ctx context.Context, a *account, want int64) error {
 	a.mu.Lock()
 	if ch := a.syncing; ch != nil {
 		a.mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return control.StoreUnavailableError(ctx.Err())
-		}
+		return awaitSync(ctx, ch)
 	}
 	if a.mode == "" { // a refund before any charge here
 		a.mode = control.BillingMeter

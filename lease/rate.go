@@ -106,12 +106,7 @@ func (m *Manager) syncRate(ctx context.Context, r *rate) error {
 	r.mu.Lock()
 	if ch := r.syncing; ch != nil {
 		r.mu.Unlock()
-		select {
-		case <-ch:
-			return nil
-		case <-ctx.Done():
-			return control.StoreUnavailableError(ctx.Err())
-		}
+		return awaitSync(ctx, ch)
 	}
 	now := m.now()
 	back := control.RequestsBack{At: r.at, N: r.left}

@@ -115,12 +115,7 @@ func (m *Manager) syncPool(ctx context.Context, p *pool, want int, background bo
 		if background {
 			return false, nil
 		}
-		select {
-		case <-ch:
-			return false, nil
-		case <-ctx.Done():
-			return false, control.StoreUnavailableError(ctx.Err())
-		}
+		return false, awaitSync(ctx, ch)
 	}
 	want = max(want, p.inUse)
 	used := p.inUse
