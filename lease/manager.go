@@ -139,9 +139,6 @@ func New(d Deps, cfg Config) *Manager {
 // Holder is this server's name in the store.
 func (m *Manager) Holder() string { return m.holder }
 
-// Config is the bounds in effect.
-func (m *Manager) Config() Config { return m.cfg }
-
 // Meter is the Manager's billing side.
 func (m *Manager) Meter() control.Meter { return (*meter)(m) }
 
