@@ -77,7 +77,7 @@ var CartesiaRules = Rules{
 	MaxTextChars: MaxTextChars,
 	Speed:        true,
 	Timestamps:   true,
-	Names:        Names{Text: "transcript", OutputFormat: "output_format"},
+	Names:        Names{Text: "transcript", OutputFormat: "output_format", Speed: "generation_config.speed"},
 }
 
 // cartesiaSocketRules: a socket message's transcript may be empty, and a
@@ -326,16 +326,7 @@ func (r *Rules) cartesiaGeneration(o *Options, raw []byte) error {
 		return fail(control.EInvalidRequest, "generation_config", "generation_config must be an object")
 	}
 	if err := r.speed(o, g["speed"]); err != nil {
-		return renameParam(err, "generation_config.speed")
+		return err
 	}
 	return r.volume(o, g["volume"], "generation_config.volume")
-}
-
-// renameParam names the field as the dialect nests it.
-func renameParam(err error, param string) error {
-	if e, ok := err.(*control.Error); ok {
-		e.Param = param
-		e.Message = strings.Replace(e.Message, "speed", param, 1)
-	}
-	return err
 }
