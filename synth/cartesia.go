@@ -280,12 +280,12 @@ func (r *Rules) cartesiaFormat(o *Options, raw []byte, kind CartesiaKind) error 
 			names = cartesiaWAV
 		}
 		enc, _ := decodeString(f["encoding"])
-		fm, ok := lookupWire(names, enc)
+		w, ok := lookupWire(names, enc)
 		if !ok {
 			return fail(control.EInvalidOutputFormat, "output_format.encoding",
 				"output_format.encoding of a %s container must be one of %s", container, wireList(names))
 		}
-		o.Format = fm
+		o.Format = w.Format
 	}
 	if sr := f["sample_rate"]; !IsNull(sr) {
 		v, ok := integer(sr, MinSampleRate, MaxSampleRate)
@@ -296,23 +296,6 @@ func (r *Rules) cartesiaFormat(o *Options, raw []byte, kind CartesiaKind) error 
 		o.SampleRate = v
 	}
 	return nil
-}
-
-func lookupWire(names []WireFormat, s string) (codec.Format, bool) {
-	for _, w := range names {
-		if w.Name == s {
-			return w.Format, true
-		}
-	}
-	return "", false
-}
-
-func wireList(names []WireFormat) string {
-	s := make([]string, len(names))
-	for i, w := range names {
-		s[i] = w.Name
-	}
-	return strings.Join(s, ", ")
 }
 
 // cartesiaGeneration reads generation_config: speed through the shared
