@@ -77,7 +77,7 @@ var CartesiaRules = Rules{
 	MaxTextChars: MaxTextChars,
 	Speed:        true,
 	Timestamps:   true,
-	Names:        Names{Text: "transcript", OutputFormat: "output_format"},
+	Names:        Names{Text: "transcript", OutputFormat: "output_format", Speed: "generation_config.speed"},
 }
 
 // cartesiaSocketRules: a socket message's transcript may be empty, and a
@@ -280,12 +280,12 @@ func (r *Rules) cartesiaFormat(o *Options, raw []byte, kind CartesiaKind) error 
 			names = cartesiaWAV
 		}
 		enc, _ := decodeString(f["encoding"])
-		fm, ok := lookupWire(names, enc)
+		w, ok := lookupWire(names, enc)
 		if !ok {
 			return fail(control.EInvalidOutputFormat, "output_format.encoding",
 				"output_format.encoding of a %s container must be one of %s", container, wireList(names))
 		}
-		o.Format = fm
+		o.Format = w.Format
 	}
 	if sr := f["sample_rate"]; !IsNull(sr) {
 		v, ok := integer(sr, MinSampleRate, MaxSampleRate)
@@ -296,23 +296,6 @@ func (r *Rules) cartesiaFormat(o *Options, raw []byte, kind CartesiaKind) error 
 		o.SampleRate = v
 	}
 	return nil
-}
-
-func lookupWire(names []WireFormat, s string) (codec.Format, bool) {
-	for _, w := range names {
-		if w.Name == s {
-			return w.Format, true
-		}
-	}
-	return "", false
-}
-
-func wireList(names []WireFormat) string {
-	s := make([]string, len(names))
-	for i, w := range names {
-		s[i] = w.Name
-	}
-	return strings.Join(s, ", ")
 }
 
 // cartesiaGeneration reads generation_config: speed through the shared
@@ -326,16 +309,7 @@ func (r *Rules) cartesiaGeneration(o *Options, raw []byte) error {
 		return fail(control.EInvalidRequest, "generation_config", "generation_config must be an object")
 	}
 	if err := r.speed(o, g["speed"]); err != nil {
-		return renameParam(err, "generation_config.speed")
+		return err
 	}
 	return r.volume(o, g["volume"], "generation_config.volume")
-}
-
-// renameParam names the field as the dialect nests it.
-func renameParam(err error, param string) error {
-	if e, ok := err.(*control.Error); ok {
-		e.Param = param
-		e.Message = strings.Replace(e.Message, "speed", param, 1)
-	}
-	return err
 }

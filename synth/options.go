@@ -275,12 +275,8 @@ func (r *Rules) available(o *Options) error {
 // rate the name carries (0: none).
 func (r *Rules) parseFormat(s string) (codec.Format, int, bool) {
 	if r.FormatNames != nil {
-		for _, w := range r.FormatNames {
-			if w.Name == s {
-				return w.Format, w.Rate, true
-			}
-		}
-		return "", 0, false
+		w, ok := lookupWire(r.FormatNames, s)
+		return w.Format, w.Rate, ok
 	}
 	fm, ok := codec.ParseFormat(s)
 	return fm, 0, ok && slices.Contains(r.Formats, fm)
@@ -339,17 +335,33 @@ func (r *Rules) speed(o *Options, raw []byte) error {
 	return nil
 }
 
+// lookupWire finds the format a protocol names s.
+func lookupWire(names []WireFormat, s string) (WireFormat, bool) {
+	for _, w := range names {
+		if w.Name == s {
+			return w, true
+		}
+	}
+	return WireFormat{}, false
+}
+
+// wireList names a protocol's formats for an error message.
+func wireList(names []WireFormat) string {
+	s := make([]string, len(names))
+	for i, w := range names {
+		s[i] = w.Name
+	}
+	return strings.Join(s, ", ")
+}
+
 // formatList names the offered formats for an error message.
 func (r *Rules) formatList() string {
-	var names []string
 	if r.FormatNames != nil {
-		for _, w := range r.FormatNames {
-			names = append(names, w.Name)
-		}
-	} else {
-		for _, f := range r.Formats {
-			names = append(names, string(f))
-		}
+		return wireList(r.FormatNames)
+	}
+	var names []string
+	for _, f := range r.Formats {
+		names = append(names, string(f))
 	}
 	return strings.Join(names, ", ")
 }

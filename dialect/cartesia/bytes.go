@@ -33,26 +33,20 @@ func (c *Protocol) bytes(ctx *fasthttp.RequestCtx, p *control.Principal) {
 }
 
 var (
-	hdrSampleRate    = []byte("X-Sample-Rate")
-	hdrAudioFormat   = []byte("X-Audio-Format")
-	hdrChannels      = []byte("X-Channels")
-	valOne           = []byte("1")
-	contentTypeWAV   = []byte("audio/wav")
-	contentTypeMPEG  = []byte("audio/mpeg")
-	contentTypeOctet = []byte("application/octet-stream")
+	hdrSampleRate  = []byte("X-Sample-Rate")
+	hdrAudioFormat = []byte("X-Audio-Format")
+	hdrChannels    = []byte("X-Channels")
+	valOne         = []byte("1")
 )
 
-// setAudioHeaders: audio/wav, audio/mpeg, or raw samples as
-// application/octet-stream with speak's rate, format and channel headers.
+// setAudioHeaders: the format's media type (the codec registry's:
+// audio/wav, audio/mpeg, application/octet-stream for raw samples), and
+// for raw samples speak's rate, format and channel headers.
 func setAudioHeaders(ctx *fasthttp.RequestCtx, p *codec.Pipeline) {
 	h := &ctx.Response.Header
-	switch p.Format() {
-	case codec.WAV:
-		h.SetContentTypeBytes(contentTypeWAV)
-	case codec.MP3:
-		h.SetContentTypeBytes(contentTypeMPEG)
-	default:
-		h.SetContentTypeBytes(contentTypeOctet)
+	spec, _ := codec.LookupFormat(p.Format())
+	h.SetContentType(spec.ContentType)
+	if spec.Framing == codec.FramingSamples {
 		var buf [8]byte
 		h.SetCanonical(hdrSampleRate, strconv.AppendInt(buf[:0], int64(p.Rate()), 10))
 		h.SetCanonical(hdrAudioFormat, []byte(p.Format()))

@@ -28,21 +28,21 @@ import (
 //	 "error":"...","request_id":"...","context_id":"..."}
 //
 // context_id is left out when the request had none (SSE without one).
-// flush_id (socket) counts the context's flushes from 1; 0 leaves it out.
+// flush_id (socket, on flush_done) counts the context's flushes from 1; 0
+// leaves it out.
 
 // appendChunk appends a chunk event of audio.
-func appendChunk(b []byte, contextID string, audio []byte, stepMS float64, flushID int) []byte {
+func appendChunk(b []byte, contextID string, audio []byte, stepMS float64) []byte {
 	b = append(b, `{"type":"chunk","data":"`...)
 	b = base64.StdEncoding.AppendEncode(b, audio)
 	b = append(b, `","done":false,"status_code":200,"step_time":`...)
 	b = strconv.AppendFloat(b, float64(int64(stepMS*1000+0.5))/1000, 'f', -1, 64)
-	b = appendFlushID(b, flushID)
 	return appendContext(b, contextID)
 }
 
 // appendTimestamps appends a timestamps event of words, in seconds on the
 // audio's clock; each word is a slice of the transcript.
-func appendTimestamps(b []byte, contextID string, words []synth.Word, flushID int) []byte {
+func appendTimestamps(b []byte, contextID string, words []synth.Word) []byte {
 	b = append(b, `{"type":"timestamps","done":false,"status_code":200,"word_timestamps":{"words":[`...)
 	for i, w := range words {
 		if i > 0 {
@@ -65,7 +65,6 @@ func appendTimestamps(b []byte, contextID string, words []synth.Word, flushID in
 		b = appendSeconds(b, w.EndS)
 	}
 	b = append(b, "]}"...)
-	b = appendFlushID(b, flushID)
 	return appendContext(b, contextID)
 }
 

@@ -71,7 +71,7 @@ func (c *Protocol) runSSE(job *web.Job, contextID, requestID string) web.StreamF
 					if err := co.Flush(); err != nil {
 						return err
 					}
-					return w.event("timestamps", appendTimestamps(w.buf[:0], contextID, words, 0))
+					return w.event("timestamps", appendTimestamps(w.buf[:0], contextID, words))
 				}
 				return nil
 			})
@@ -126,7 +126,7 @@ func (w *sseWriter) chunk(audio []byte) error {
 	now := time.Now()
 	step := float64(now.Sub(w.last)) / float64(time.Millisecond)
 	w.last = now
-	w.buf = appendChunk(w.buf[:0], w.contextID, audio, step, 0)
+	w.buf = appendChunk(w.buf[:0], w.contextID, audio, step)
 	return w.event("chunk", w.buf)
 }
 

@@ -123,11 +123,11 @@ func (e *encoder) Audio(b, bin []byte, a *sessions.Audio) ([]byte, []byte) {
 	now := time.Now()
 	step := float64(now.Sub(e.last)) / float64(time.Millisecond)
 	e.last = now
-	return appendChunk(b, e.id, a.Bytes, step, 0), bin
+	return appendChunk(b, e.id, a.Bytes, step), bin
 }
 
 func (e *encoder) Words(b []byte, _ int, _ string, _ int, words []synth.Word) []byte {
-	return appendTimestamps(b, e.id, words, 0)
+	return appendTimestamps(b, e.id, words)
 }
 
 func (e *encoder) SentenceDone(b []byte, _ int, _ string, _ float64) []byte { return b }

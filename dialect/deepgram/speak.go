@@ -29,10 +29,6 @@ var (
 	hdrCharCount   = []byte("dg-char-count")
 	hdrDGRequestID = []byte("dg-request-id")
 	ctWAV          = []byte("audio/wav")
-	ctMPEG         = []byte("audio/mpeg")
-	ctOgg          = []byte("audio/ogg")
-	ctFLAC         = []byte("audio/flac")
-	ctOctet        = []byte("application/octet-stream")
 )
 
 func (d *Protocol) speak(ctx *fasthttp.RequestCtx, p *control.Principal) {
@@ -64,20 +60,16 @@ func (d *Protocol) speak(ctx *fasthttp.RequestCtx, p *control.Principal) {
 }
 
 // setHeaders describes the audio, with Deepgram's headers: the model as
-// asked, the voice's id for the model's uuid, the characters metered.
+// asked, the voice's id for the model's uuid, the characters metered. The
+// media type is the format's (the codec registry's), audio/wav for G.711
+// in a WAV file.
 func setHeaders(ctx *fasthttp.RequestCtx, pipe *codec.Pipeline, in synth.DeepgramSpeech, v *control.Voice, chars int64) {
 	h := &ctx.Response.Header
-	switch {
-	case pipe.Format() == codec.WAV || in.G711WAV:
+	if in.G711WAV {
 		h.SetContentTypeBytes(ctWAV)
-	case pipe.Format() == codec.MP3:
-		h.SetContentTypeBytes(ctMPEG)
-	case pipe.Format() == codec.OggOpus:
-		h.SetContentTypeBytes(ctOgg)
-	case pipe.Format() == codec.FLAC:
-		h.SetContentTypeBytes(ctFLAC)
-	default:
-		h.SetContentTypeBytes(ctOctet)
+	} else {
+		spec, _ := codec.LookupFormat(pipe.Format())
+		h.SetContentType(spec.ContentType)
 	}
 	h.SetBytesK(hdrModelName, in.Model)
 	h.SetBytesK(hdrModelUUID, v.ID)
