@@ -204,10 +204,7 @@ func (fm *FirstMessage) refuse(conn *websocket.Conn, err error) (answered bool) 
 	case errors.As(err, &pe):
 		return conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseProtocolError, ""), deadline) == nil
 	}
-	var ce *control.Error
-	if !errors.As(err, &ce) {
-		ce = control.Errorf(control.EInternal, "internal error")
-	}
+	ce := control.AsError(err)
 	code := websocket.ClosePolicyViolation
 	switch ce.Code {
 	case control.EUnauthorized, control.EKeyExpired, control.ETokenInvalid:

@@ -93,10 +93,7 @@ func (e *Protocol) socketAuthenticate(ctx *fasthttp.RequestCtx) (*control.Princi
 	q := ctx.QueryArgs()
 	for _, name := range [][]byte{argXIAPIKey, argXIAPIKeyUnder, argAuthorization} {
 		if v := q.PeekBytes(name); len(v) > 0 {
-			if len(v) > len(prefixBearer) && bytes.EqualFold(v[:len(prefixBearer)], prefixBearer) {
-				v = bytes.TrimSpace(v[len(prefixBearer):])
-			}
-			return e.credential(v)
+			return e.credential(trimBearer(v))
 		}
 	}
 	if v := q.PeekBytes(argSingleUseToken); len(v) > 0 {
@@ -127,19 +124,22 @@ func (e *Protocol) firstMessageAuthenticate(msg []byte) (*control.Principal, err
 	if err := json.Unmarshal(msg, &m); err != nil {
 		return nil, errFirstMessage
 	}
-	var cred string
 	switch {
 	case m.XIAPIKey != nil && *m.XIAPIKey != "":
-		cred = *m.XIAPIKey
+		return e.credential([]byte(*m.XIAPIKey))
 	case m.Authorization != nil && *m.Authorization != "":
-		cred = *m.Authorization
-		if len(cred) > len(prefixBearer) && strings.EqualFold(cred[:len(prefixBearer)], string(prefixBearer)) {
-			cred = strings.TrimSpace(cred[len(prefixBearer):])
-		}
-	default:
-		return nil, errFirstMessage
+		return e.credential(trimBearer([]byte(*m.Authorization)))
 	}
-	return e.credential([]byte(cred))
+	return nil, errFirstMessage
+}
+
+// trimBearer is an authorization value past its "Bearer " (any case), or
+// the bare credential as it is: the socket's forms take either.
+func trimBearer(v []byte) []byte {
+	if len(v) > len(prefixBearer) && bytes.EqualFold(v[:len(prefixBearer)], prefixBearer) {
+		return bytes.TrimSpace(v[len(prefixBearer):])
+	}
+	return v
 }
 
 var errFirstMessage = control.Errorf(control.EUnauthorized,
