@@ -62,20 +62,10 @@ func newCartesiaScenario(base, key, voice, text string, rate, contexts int) *car
 
 func (sc *cartesiaScenario) open(ctx context.Context, slots int) error {
 	sc.socks = make([]*cartesiaSock, (slots+sc.contexts-1)/sc.contexts)
-	sem := make(chan struct{}, 32)
-	var wg sync.WaitGroup
 	for i := range sc.socks {
-		s := &cartesiaSock{sc: sc}
-		sc.socks[i] = s
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, _ = s.current(ctx)
-		}()
+		sc.socks[i] = &cartesiaSock{sc: sc}
 	}
-	wg.Wait()
+	dialAll(len(sc.socks), func(i int) { _, _ = sc.socks[i].current(ctx) })
 	return nil
 }
 

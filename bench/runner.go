@@ -102,26 +102,9 @@ func (o *Options) defaults() error {
 		if o.Via != "" && !strings.HasPrefix(o.Via, "http://") && !strings.HasPrefix(o.Via, "https://") {
 			return fmt.Errorf("--via %q must start with http:// or https://", o.Via)
 		}
-	case "cartesia":
-		o.Scenarios = []string{scenarioCartesia}
-		if o.Via != "" {
-			return fmt.Errorf("--via applies to --target openai")
-		}
-		o.Native = strings.TrimRight(o.Native, "/")
-		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
-			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
-		}
-	case "elevenlabs":
-		o.Scenarios = []string{scenarioElevenLabs}
-		if o.Via != "" {
-			return fmt.Errorf("--via applies to --target openai")
-		}
-		o.Native = strings.TrimRight(o.Native, "/")
-		if o.Native != "" && !strings.HasPrefix(o.Native, "http://") && !strings.HasPrefix(o.Native, "https://") {
-			return fmt.Errorf("--native %q must start with http:// or https://", o.Native)
-		}
-	case "deepgram":
-		o.Scenarios = []string{scenarioDeepgram}
+	case "cartesia", "elevenlabs", "deepgram":
+		// The dialect's socket is the target's one scenario, named after it.
+		o.Scenarios = []string{o.Target}
 		if o.Via != "" {
 			return fmt.Errorf("--via applies to --target openai")
 		}

@@ -23,9 +23,9 @@ const (
 	// add to its time to first audio byte at targetGatewayLevel streams.
 	targetAddedP50Ms = 0.3
 	targetAddedP99Ms = 1.0
-	// What a dialect (the Cartesia socket, --target cartesia --native)
-	// may add to the native WebSocket's first audio byte, p50, at each of
-	// its levels (1 stream and 64 paced listeners).
+	// What a dialect (--target cartesia, deepgram or elevenlabs with
+	// --native) may add to the native WebSocket's first audio byte, p50,
+	// at each of its levels (1 stream and 64 paced listeners).
 	targetDialectAddedP50Ms = 0.05
 	// The overload probe (graceful overload): at its multiples of a
 	// capacity figure, the admitted streams' gap p99, the refusals' p99,

@@ -44,21 +44,28 @@ func newWSScenario(t *target, contexts int, stream bool, tps float64) *wsScenari
 func (sc *wsScenario) open(ctx context.Context, slots int) error {
 	n := (slots + sc.contexts - 1) / sc.contexts
 	sc.sessions = make([]*wsSession, n)
+	for i := range sc.sessions {
+		sc.sessions[i] = &wsSession{sc: sc}
+	}
+	dialAll(n, func(i int) { _, _ = sc.sessions[i].current(ctx) })
+	return nil
+}
+
+// dialAll runs dial(i) for every i below n, 32 at a time, and waits for
+// them all: the sockets of a shared-socket scenario dialled up front.
+func dialAll(n int, dial func(i int)) {
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
-	for i := range sc.sessions {
-		s := &wsSession{sc: sc}
-		sc.sessions[i] = s
+	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			_, _ = s.current(ctx)
+			dial(i)
 		}()
 	}
 	wg.Wait()
-	return nil
 }
 
 func (sc *wsScenario) close() {

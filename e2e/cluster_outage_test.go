@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -108,7 +106,7 @@ func warmCaches(t *testing.T, srv *harness.Server, e *env) {
 	calls := func() int {
 		n := 0
 		for _, m := range []string{"GetAPIKeyByHash", "GetVoice"} {
-			n += storeCalls(t, srv, m)
+			n += int(metricSum(t, srv, "voicesvc_store_duration_seconds_count", `method="`+m+`"`))
 		}
 		return n
 	}
@@ -119,18 +117,4 @@ func warmCaches(t *testing.T, srv *harness.Server, e *env) {
 	}) {
 		t.Fatalf("%s still reads the key or the voice from the store on every request", srv.Addr)
 	}
-}
-
-// storeCalls is srv's voicesvc_store_duration_seconds_count of method.
-func storeCalls(t *testing.T, srv *harness.Server, method string) int {
-	t.Helper()
-	r := mustCall(t, "GET", srv.URL+"/metrics", nil)
-	prefix := `voicesvc_store_duration_seconds_count{method="` + method + `"} `
-	for _, l := range strings.Split(string(r.body), "\n") {
-		if v, ok := strings.CutPrefix(l, prefix); ok {
-			n, _ := strconv.Atoi(v)
-			return n
-		}
-	}
-	return 0
 }

@@ -187,13 +187,7 @@ func TestClusterRPSShares(t *testing.T) {
 	// far fewer store calls than requests.
 	calls := 0.0
 	for _, srv := range srvs {
-		r := mustCall(t, "GET", srv.URL+"/metrics", nil)
-		for _, line := range strings.Split(string(r.body), "\n") {
-			if v, ok := strings.CutPrefix(line, `voicesvc_store_duration_seconds_count{method="LeaseRequests"} `); ok {
-				n, _ := strconv.ParseFloat(v, 64)
-				calls += n
-			}
-		}
+		calls += metricSum(t, srv, "voicesvc_store_duration_seconds_count", `method="LeaseRequests"`)
 	}
 	t.Logf("%v LeaseRequests store calls across the servers", calls)
 	if calls == 0 || calls > float64(admitted+refused)/10 {

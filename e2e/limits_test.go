@@ -5,7 +5,6 @@ import (
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,26 +99,7 @@ func TestRateAcrossServers(t *testing.T) {
 	a, b := twoPG(t, 0)
 	e := newEnv(t, a, "free")
 	time.Sleep(1100 * time.Millisecond) // newEnv's own request leaves the window
-	var mu sync.Mutex
-	got := map[string]int{}
-	var wg sync.WaitGroup
-	start := make(chan struct{})
-	for i := 0; i < 10; i++ {
-		srv := []*harness.Server{a, b}[i%2]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			<-start
-			r := call("GET", srv.API+"/voices/"+e.voice, nil, keyHdr(e.key)...)
-			mu.Lock()
-			got[r.outcome()]++
-			mu.Unlock()
-		}()
-	}
-	begin := time.Now()
-	close(start)
-	wg.Wait()
-	span := time.Since(begin)
+	got, span := burst([]*harness.Server{a, b}, e, 10)
 	if got["200"]+got["429 rate_limited"] != 10 || got["200"] < 1 {
 		t.Fatalf("outcomes %v", got)
 	}
